@@ -1,0 +1,70 @@
+/*-------------------------------------------------------------------------
+ *
+ * fencing.c
+ *		Module load: refuse to run unless preloaded, then let each part of
+ *		the extension register its settings, hooks and shared memory.
+ *
+ * Fence tokens live in shared memory and their durability depends on a
+ * custom WAL resource manager; both can only be set up while the postmaster
+ * starts.  A library loaded later (by CREATE EXTENSION or a function call)
+ * would serve tokens from backend-local memory and break every guarantee,
+ * so _PG_init raises an error instead, as pg_cron does.  The failed load is
+ * not remembered by the dynamic loader, so every later use raises the same
+ * error until the server is restarted with the setting.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/fencing.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+
+#include "fencing.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/*
+ * Module load callback.  Everything the extension does depends on shared
+ * memory and the WAL resource manager, so anything but a preload is an
+ * error that says how to fix it.
+ */
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_NOT_PRELOADED),
+				 errmsg("fencing must be loaded via shared_preload_libraries"),
+				 errdetail("Fence tokens and lock tracking live in shared memory that is set up only when the server starts."),
+				 errhint("Add 'fencing' to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	fencing_stats_init();
+	fencing_tokens_init();
+	fencing_token_wal_init();
+	fencing_lock_registry_init();
+	fencing_locks_init();
+	fencing_fence_init();
+}
+
+/*
+ * Tokens and locks taken on a hot standby would exclude nobody and would
+ * not be durable, so every such function calls this first.  The check is a
+ * backend-local flag once recovery has ended, cheap enough for the hot path.
+ */
+void
+fencing_error_if_standby(const char *what)
+{
+	if (unlikely(RecoveryInProgress()))
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot call %s on a hot standby", what),
+				 errdetail("Fence tokens and fencing locks are served only by the primary; a lock taken on a replica excludes nobody."),
+				 errhint("Connect to the primary server.")));
+}

@@ -1,0 +1,92 @@
+/*-------------------------------------------------------------------------
+ *
+ * fencing.h
+ *		Declarations shared by the source files of the fencing extension.
+ *
+ * Each .c file under src/ owns one concern: fencing.c loads the module,
+ * tokens.c serves fence tokens from shared memory, token_wal.c makes their
+ * reservations durable, normalize.c canonicalises lock names, locks.c and
+ * lock_registry.c take and show named locks, fence_trigger.c and
+ * check_fence.c reject stale writes, stats.c counts.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/fencing.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_H
+#define FENCING_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+/*
+ * SQLSTATEs of our own, class FN ("fencing").  A stale holder must stop, not
+ * retry, so none of them is in class 40 (which frameworks retry) or P0001.
+ */
+#define ERRCODE_FENCING_STALE_TOKEN		MAKE_SQLSTATE('F','N','0','0','1')
+#define ERRCODE_FENCING_KEY_COLLISION	MAKE_SQLSTATE('F','N','0','0','2')
+#define ERRCODE_FENCING_NOT_PRELOADED	MAKE_SQLSTATE('F','N','0','0','3')
+
+/*
+ * Lock names: a canonical name is at most FENCING_NAME_MAX_BYTES bytes of
+ * UTF-8.  Input longer than FENCING_NAME_MAX_INPUT_BYTES is refused before
+ * any normalisation work (or detoasting) is done.
+ */
+#define FENCING_NAME_MAX_BYTES			200
+#define FENCING_NAME_MAX_INPUT_BYTES	4096
+
+/* fencing.c */
+extern void fencing_error_if_standby(const char *what);
+
+/* tokens.c */
+extern void fencing_tokens_init(void);
+extern int64 fencing_issue_token(void);
+extern int64 fencing_read_latest_token(void);
+extern int64 fencing_read_reserved_limit(void);
+
+/* token_wal.c */
+extern void fencing_token_wal_init(void);
+extern void fencing_reserve_tokens(uint64 needed);
+extern uint64 fencing_state_file_load(void);
+extern int64 fencing_clock_floor(void);
+extern const char *fencing_state_file_path(void);
+extern void fencing_tokens_raise_limit_from_redo(uint64 limit);
+
+/* normalize.c */
+extern int	fencing_canonical_name(Datum name, char *buf);
+extern int64 fencing_key_of_canonical(const char *buf, int len);
+
+/* locks.c */
+extern void fencing_locks_init(void);
+
+/* lock_registry.c */
+extern void fencing_lock_registry_init(void);
+extern int	fencing_lock_registry_capacity(void);
+extern int	fencing_lock_registry_count(void);
+extern int64 fencing_lock_registry_untracked(void);
+
+/* fence_trigger.c, check_fence.c */
+extern void fencing_fence_init(void);
+
+/* stats.c */
+typedef enum FencingStat
+{
+	FENCING_STAT_TOKENS_ISSUED,
+	FENCING_STAT_RESERVATIONS,
+	FENCING_STAT_RESERVATION_USEC,
+	FENCING_STAT_LOCKS_GRANTED,
+	FENCING_STAT_LOCKS_BUSY,
+	FENCING_STAT_LOCKS_TIMED_OUT,
+	FENCING_STAT_LEASES_GRANTED,
+	FENCING_STAT_STALE_REJECTED,
+	FENCING_STAT_COUNT
+} FencingStat;
+
+extern void fencing_stats_init(void);
+extern void fencing_stat_add(FencingStat which, uint64 n);
+
+#endif							/* FENCING_H */

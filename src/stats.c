@@ -1,0 +1,230 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *		Cluster-wide counters behind the view fencing.stats.
+ *
+ * Every backend counts into its own slot of a shared array, indexed by its
+ * PGPROC number, with a plain read and write of its own cache line: no
+ * shared atomic add, no lock, nothing contended on the token and lock hot
+ * paths.  The view sums the slots; a reset records the sums as a baseline
+ * rather than touching other backends' slots.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/stats.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/twophase.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "fencing.h"
+
+PG_FUNCTION_INFO_V1(fencing_stat_rows);
+PG_FUNCTION_INFO_V1(fencing_stats_reset);
+PG_FUNCTION_INFO_V1(fencing_status);
+
+/* One backend's counters, padded so that two backends never share a line. */
+typedef union FencingStatSlot
+{
+	pg_atomic_uint64 counts[FENCING_STAT_COUNT];
+	char		pad[TYPEALIGN(PG_CACHE_LINE_SIZE,
+							  sizeof(pg_atomic_uint64) * FENCING_STAT_COUNT)];
+} FencingStatSlot;
+
+typedef struct FencingStatShared
+{
+	slock_t		mutex;			/* protects baseline and reset_time */
+	uint64		baseline[FENCING_STAT_COUNT];
+	TimestampTz reset_time;
+	int			nslots;
+	FencingStatSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} FencingStatShared;
+
+static FencingStatShared *stat_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* Every PGPROC that can run our functions has a slot. */
+static int
+stat_slot_count(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+static Size
+stat_shmem_size(void)
+{
+	return add_size(offsetof(FencingStatShared, slots),
+					mul_size(stat_slot_count(), sizeof(FencingStatSlot)));
+}
+
+/* Ask for the slot array once MaxBackends is known. */
+static void
+stat_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(add_size(stat_shmem_size(), PG_CACHE_LINE_SIZE));
+}
+
+/* Create the zeroed slot array at postmaster start and crash restart. */
+static void
+stat_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	stat_shared = ShmemInitStruct("fencing stats", stat_shmem_size(), &found);
+	if (!found)
+	{
+		int			i,
+					j;
+
+		SpinLockInit(&stat_shared->mutex);
+		memset(stat_shared->baseline, 0, sizeof(stat_shared->baseline));
+		stat_shared->reset_time = GetCurrentTimestamp();
+		stat_shared->nslots = stat_slot_count();
+		for (i = 0; i < stat_shared->nslots; i++)
+			for (j = 0; j < FENCING_STAT_COUNT; j++)
+				pg_atomic_init_u64(&stat_shared->slots[i].counts[j], 0);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Register the hooks; called from _PG_init. */
+void
+fencing_stats_init(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = stat_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = stat_shmem_startup;
+}
+
+/*
+ * Count n events of one kind.  Only this backend writes its slot, so a read
+ * and a write (no locked instruction) are enough; readers may see a value a
+ * moment old, which is all a counter promises.
+ */
+void
+fencing_stat_add(FencingStat which, uint64 n)
+{
+	pg_atomic_uint64 *counter;
+
+	if (unlikely(MyProc == NULL || stat_shared == NULL ||
+				 MyProc->pgprocno >= stat_shared->nslots))
+		return;
+	counter = &stat_shared->slots[MyProc->pgprocno].counts[which];
+	pg_atomic_write_u64(counter, pg_atomic_read_u64(counter) + n);
+}
+
+/* Sum of every slot for one counter, less the baseline of the last reset. */
+static uint64
+stat_total(FencingStat which, const uint64 *baseline)
+{
+	uint64		sum = 0;
+	int			i;
+
+	for (i = 0; i < stat_shared->nslots; i++)
+		sum += pg_atomic_read_u64(&stat_shared->slots[i].counts[which]);
+	return sum >= baseline[which] ? sum - baseline[which] : 0;
+}
+
+/*
+ * SQL: fencing.stat_rows(), the row behind the view fencing.stats.
+ */
+Datum
+fencing_stat_rows(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[9];
+	bool		nulls[9] = {0};
+	uint64		baseline[FENCING_STAT_COUNT];
+	TimestampTz reset_time;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	SpinLockAcquire(&stat_shared->mutex);
+	memcpy(baseline, stat_shared->baseline, sizeof(baseline));
+	reset_time = stat_shared->reset_time;
+	SpinLockRelease(&stat_shared->mutex);
+
+	values[0] = Int64GetDatum((int64) stat_total(FENCING_STAT_TOKENS_ISSUED, baseline));
+	values[1] = Int64GetDatum((int64) stat_total(FENCING_STAT_RESERVATIONS, baseline));
+	values[2] = Float8GetDatum(stat_total(FENCING_STAT_RESERVATION_USEC, baseline) / 1000.0);
+	values[3] = Int64GetDatum((int64) stat_total(FENCING_STAT_LOCKS_GRANTED, baseline));
+	values[4] = Int64GetDatum((int64) stat_total(FENCING_STAT_LOCKS_BUSY, baseline));
+	values[5] = Int64GetDatum((int64) stat_total(FENCING_STAT_LOCKS_TIMED_OUT, baseline));
+	values[6] = Int64GetDatum((int64) stat_total(FENCING_STAT_LEASES_GRANTED, baseline));
+	values[7] = Int64GetDatum((int64) stat_total(FENCING_STAT_STALE_REJECTED, baseline));
+	values[8] = TimestampTzGetDatum(reset_time);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * SQL: fencing.stats_reset(), revoked from PUBLIC.  Records the current sums
+ * as the new zero.
+ */
+Datum
+fencing_stats_reset(PG_FUNCTION_ARGS)
+{
+	uint64		zero[FENCING_STAT_COUNT] = {0};
+	uint64		sums[FENCING_STAT_COUNT];
+	int			j;
+	TimestampTz now = GetCurrentTimestamp();
+
+	for (j = 0; j < FENCING_STAT_COUNT; j++)
+		sums[j] = stat_total((FencingStat) j, zero);
+
+	SpinLockAcquire(&stat_shared->mutex);
+	memcpy(stat_shared->baseline, sums, sizeof(sums));
+	stat_shared->reset_time = now;
+	SpinLockRelease(&stat_shared->mutex);
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * SQL: fencing.status(), a one-row summary for a DBA: where the counter is,
+ * how far the durable reservation reaches, what the clock floor is now, and
+ * how full the lock tracking table is.
+ */
+Datum
+fencing_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[7];
+	bool		nulls[7] = {0};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	values[0] = Int64GetDatum(fencing_read_latest_token());
+	values[1] = Int64GetDatum(fencing_read_reserved_limit());
+	values[2] = Int64GetDatum(fencing_clock_floor());
+	values[3] = Int32GetDatum(fencing_lock_registry_count());
+	values[4] = Int32GetDatum(fencing_lock_registry_capacity());
+	values[5] = Int64GetDatum(fencing_lock_registry_untracked());
+	values[6] = CStringGetTextDatum(fencing_state_file_path());
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

@@ -1,0 +1,47 @@
+/*-------------------------------------------------------------------------
+ *
+ * token_state.h
+ *		The shared-memory state behind fence tokens, seen by tokens.c (the
+ *		fast path) and token_wal.c (durable reservations and redo).
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/token_state.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_TOKEN_STATE_H
+#define FENCING_TOKEN_STATE_H
+
+#include "access/xlogdefs.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+
+/*
+ * counter is the last value taken by pg_atomic_add_fetch_u64; limit is the
+ * highest value covered by a reservation that is flushed to WAL, confirmed by
+ * synchronous standbys and written to the state file.  A value t is handed
+ * out only once t <= limit, so after any crash the server restarts above
+ * every token it ever returned.  counter may run ahead of limit while the
+ * backends holding those values wait for a reservation.
+ *
+ * The rest is touched only by reservations, under lock:
+ * pending_limit/pending_lsn describe the newest reservation record written
+ * (perhaps not yet flushed or confirmed), so that backends arriving at the
+ * boundary together share one WAL record and one flush; file_limit is what
+ * the state file holds.
+ */
+typedef struct FencingTokenState
+{
+	pg_atomic_uint64 counter;
+	pg_atomic_uint64 limit;
+	LWLock	   *lock;
+	uint64		pending_limit;
+	XLogRecPtr	pending_lsn;
+	uint64		file_limit;
+} FencingTokenState;
+
+extern FencingTokenState *fencing_token_state;
+
+#endif							/* FENCING_TOKEN_STATE_H */

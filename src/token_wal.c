@@ -1,0 +1,439 @@
+/*-------------------------------------------------------------------------
+ *
+ * token_wal.c
+ *		Durable reservations of fence tokens: a custom WAL record, the
+ *		synchronous-standby wait, an fsynced state file, and the clock floor.
+ *
+ * The counter in shared memory hands out tokens up to a limit.  Raising the
+ * limit (a reservation) is the only durable step and the only slow one:
+ *
+ *	1. write a WAL record of our own resource manager carrying the new limit;
+ *	2. XLogFlush it, then wait for synchronous standbys as a commit would;
+ *	3. write the limit to $PGDATA/fencing.state and fsync it;
+ *	4. publish the limit in shared memory.
+ *
+ * Step 3 exists because there is no checkpoint hook: once a checkpoint has
+ * passed the record, crash recovery would not replay it, so the file carries
+ * the limit across.  Redo of the record raises the limit on a standby and
+ * writes the standby's own state file, so a promoted standby continues above
+ * every reservation it received (T3).
+ *
+ * A reservation starts at max(counter, microseconds since 2000-01-01).  That
+ * clock floor is what carries T4: a cluster that lost the state (a new
+ * cluster from pg_dump or pg_upgrade, point-in-time recovery, a standby that
+ * missed the last reservation) starts above every token whose issue did not
+ * outrun the old server's clock.  Tokens advance by one per call between
+ * reservations, so the clock is read only here, never per token, and a rare
+ * caller never pays a flush per call: a block covers FENCING_RESERVE_BLOCK
+ * tokens however long they take to use.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/token_wal.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "miscadmin.h"
+#include "port/pg_crc32c.h"
+#include "portability/instr_time.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
+#include "storage/fd.h"
+#include "storage/lwlock.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "fencing.h"
+#include "token_state.h"
+
+/*
+ * Our resource manager id.  128 is RM_EXPERIMENTAL_ID; it must be registered
+ * on the PostgreSQL wiki before a release that others run alongside other
+ * extensions with custom WAL.
+ */
+#define FENCING_RMGR_ID			RM_EXPERIMENTAL_ID
+#define FENCING_RMGR_NAME		"fencing"
+
+#define XLOG_FENCING_RESERVE	0x00
+
+/* Tokens covered by one reservation. */
+#define FENCING_RESERVE_BLOCK	UINT64CONST(1000000)
+
+#define FENCING_STATE_FILE		"fencing.state"
+#define FENCING_STATE_TMP		"fencing.state.tmp"
+#define FENCING_STATE_MAGIC		0x464E4331	/* "FNC1" */
+
+/* The WAL record: the new limit, nothing else. */
+typedef struct xl_fencing_reserve
+{
+	uint64		limit;
+} xl_fencing_reserve;
+
+/* The state file: the limit, guarded by a magic number and a CRC. */
+typedef struct FencingStateFile
+{
+	uint32		magic;
+	uint32		version;
+	uint64		limit;
+	pg_crc32c	crc;
+} FencingStateFile;
+
+static void fencing_rmgr_redo(XLogReaderState *record);
+static void fencing_rmgr_desc(StringInfo buf, XLogReaderState *record);
+static const char *fencing_rmgr_identify(uint8 info);
+static void write_state_file(uint64 limit);
+static void wait_for_sync_standbys(XLogRecPtr lsn);
+
+static RmgrData fencing_rmgr = {
+	.rm_name = FENCING_RMGR_NAME,
+	.rm_redo = fencing_rmgr_redo,
+	.rm_desc = fencing_rmgr_desc,
+	.rm_identify = fencing_rmgr_identify
+};
+
+/*
+ * Register the resource manager; must happen while the postmaster preloads
+ * the library, before recovery can meet one of our records.
+ */
+void
+fencing_token_wal_init(void)
+{
+	RegisterCustomRmgr(FENCING_RMGR_ID, &fencing_rmgr);
+}
+
+/* Where the state file lives, for fencing.status(). */
+const char *
+fencing_state_file_path(void)
+{
+	return FENCING_STATE_FILE;
+}
+
+/*
+ * Microseconds since 2000-01-01 by this server's clock, never negative.
+ * Used only when a reservation is made.
+ */
+int64
+fencing_clock_floor(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	return now > 0 ? (int64) now : 0;
+}
+
+/*
+ * Make every token up to at least "needed" safe to hand out, and return once
+ * the shared limit covers it.  Called when the fast path found its token
+ * above the limit, and by advance_token.
+ *
+ * Backends that reach the boundary together share one record: the first
+ * writes it and leaves its limit and LSN in shared memory; the rest find it
+ * there and only wait for the same flush and confirmation.  No lock is held
+ * while flushing or waiting for standbys, so a cancelled waiter leaves
+ * nothing behind and the next caller simply waits again.
+ */
+void
+fencing_reserve_tokens(uint64 needed)
+{
+	FencingTokenState *state = fencing_token_state;
+
+	while (pg_atomic_read_u64(&state->limit) < needed)
+	{
+		uint64		target;
+		XLogRecPtr	lsn;
+		instr_time	start,
+					duration;
+
+		INSTR_TIME_SET_CURRENT(start);
+
+		/* Step 1: find or write the record that covers "needed". */
+		LWLockAcquire(state->lock, LW_EXCLUSIVE);
+		if (state->pending_limit >= needed &&
+			!XLogRecPtrIsInvalid(state->pending_lsn))
+		{
+			target = state->pending_limit;
+			lsn = state->pending_lsn;
+		}
+		else
+		{
+			xl_fencing_reserve xlrec;
+			uint64		base;
+			uint64		current;
+
+			base = Max(pg_atomic_read_u64(&state->counter),
+					   (uint64) fencing_clock_floor());
+			base = Max(base, needed);
+			if (base > (uint64) PG_INT64_MAX - FENCING_RESERVE_BLOCK)
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("fence tokens are exhausted"),
+						 errdetail("The next reservation would pass the largest bigint.")));
+			target = base + FENCING_RESERVE_BLOCK;
+
+			/*
+			 * Lift the counter to the clock floor so that tokens issued from
+			 * now on are above it; values between the old counter and base are
+			 * simply never used.
+			 */
+			current = pg_atomic_read_u64(&state->counter);
+			while (current < base &&
+				   !pg_atomic_compare_exchange_u64(&state->counter, &current, base))
+				;
+
+			xlrec.limit = target;
+			XLogBeginInsert();
+			XLogRegisterData((char *) &xlrec, sizeof(xlrec));
+			lsn = XLogInsert(FENCING_RMGR_ID, XLOG_FENCING_RESERVE);
+
+			state->pending_limit = target;
+			state->pending_lsn = lsn;
+		}
+		LWLockRelease(state->lock);
+
+		/* Step 2: durable locally, then confirmed by synchronous standbys. */
+		XLogFlush(lsn);
+		wait_for_sync_standbys(lsn);
+
+		/* Steps 3 and 4: the state file, then the shared limit. */
+		LWLockAcquire(state->lock, LW_EXCLUSIVE);
+		if (state->file_limit < target)
+		{
+			write_state_file(target);
+			state->file_limit = target;
+		}
+		if (pg_atomic_read_u64(&state->limit) < target)
+		{
+			pg_write_barrier();
+			pg_atomic_write_u64(&state->limit, target);
+		}
+		LWLockRelease(state->lock);
+
+		INSTR_TIME_SET_CURRENT(duration);
+		INSTR_TIME_SUBTRACT(duration, start);
+		fencing_stat_add(FENCING_STAT_RESERVATIONS, 1);
+		fencing_stat_add(FENCING_STAT_RESERVATION_USEC,
+						 (uint64) INSTR_TIME_GET_MICROSEC(duration));
+	}
+}
+
+/*
+ * Wait, like a commit, until synchronous standbys have flushed the
+ * reservation record, so a token is never handed out that a failover to a
+ * synchronous standby could hand out again.  A session's own
+ * synchronous_commit = off or local must not weaken a cluster-wide
+ * guarantee, so the wait is at least remote_flush whatever the session says.
+ *
+ * SyncRepWaitForLSN returns with only a WARNING when the wait is cancelled;
+ * we then check whether the standbys really confirmed, and if not raise an
+ * error, so the caller gets no token.
+ */
+static void
+wait_for_sync_standbys(XLogRecPtr lsn)
+{
+	int			nestlevel = -1;
+	bool		defined;
+	XLogRecPtr	confirmed;
+
+	if (max_wal_senders == 0)
+		return;
+
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
+	{
+		nestlevel = NewGUCNestLevel();
+		(void) set_config_option("synchronous_commit", "on",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	}
+
+	HOLD_INTERRUPTS();
+	SyncRepWaitForLSN(lsn, false);
+	RESUME_INTERRUPTS();
+
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
+
+	/* A terminate request during the wait ends the session here. */
+	CHECK_FOR_INTERRUPTS();
+
+	LWLockAcquire(SyncRepLock, LW_SHARED);
+	defined = (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
+	confirmed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+	LWLockRelease(SyncRepLock);
+
+	if (defined && confirmed < lsn)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("canceling wait for synchronous standbys to confirm a fence token reservation"),
+				 errdetail("No token was handed out. The reservation is flushed locally but not yet confirmed by the synchronous standbys listed in synchronous_standby_names."),
+				 errhint("Bring a synchronous standby back, or change synchronous_standby_names; the next call waits again.")));
+}
+
+/*
+ * Write the limit to the state file: a temporary file, fsync, and
+ * durable_rename, so that a crash leaves either the old limit or the new
+ * one, never a torn file.  Called under the tokens LWLock, or by the
+ * startup process during redo.
+ */
+static void
+write_state_file(uint64 limit)
+{
+	FencingStateFile content;
+	int			fd;
+
+	memset(&content, 0, sizeof(content));
+	content.magic = FENCING_STATE_MAGIC;
+	content.version = 1;
+	content.limit = limit;
+	INIT_CRC32C(content.crc);
+	COMP_CRC32C(content.crc, &content, offsetof(FencingStateFile, crc));
+	FIN_CRC32C(content.crc);
+
+	fd = OpenTransientFile(FENCING_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", FENCING_STATE_TMP)));
+	errno = 0;
+	if (write(fd, &content, sizeof(content)) != sizeof(content))
+	{
+		int			save_errno = errno;
+
+		CloseTransientFile(fd);
+		errno = save_errno ? save_errno : ENOSPC;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", FENCING_STATE_TMP)));
+	}
+	if (pg_fsync(fd) != 0)
+		ereport(data_sync_elevel(ERROR),
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", FENCING_STATE_TMP)));
+	if (CloseTransientFile(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", FENCING_STATE_TMP)));
+
+	(void) durable_rename(FENCING_STATE_TMP, FENCING_STATE_FILE, ERROR);
+}
+
+/*
+ * Read the durable limit at postmaster start (and after a crash restart).
+ * A missing file means a new cluster, or one that never issued a token: 0,
+ * and the clock floor takes over.  A damaged file is reported and treated
+ * the same way rather than keeping the server down; WAL redo and the clock
+ * floor still apply.
+ */
+uint64
+fencing_state_file_load(void)
+{
+	FencingStateFile content;
+	pg_crc32c	crc;
+	int			fd;
+	int			nread;
+
+	fd = OpenTransientFile(FENCING_STATE_FILE, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not open file \"%s\": %m", FENCING_STATE_FILE)));
+		return 0;
+	}
+	nread = read(fd, &content, sizeof(content));
+	CloseTransientFile(fd);
+
+	if (nread != sizeof(content) || content.magic != FENCING_STATE_MAGIC)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("fencing state file \"%s\" is invalid and was ignored", FENCING_STATE_FILE),
+				 errdetail("Tokens continue from WAL replay and the clock floor.")));
+		return 0;
+	}
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &content, offsetof(FencingStateFile, crc));
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, content.crc))
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("fencing state file \"%s\" has a bad checksum and was ignored", FENCING_STATE_FILE),
+				 errdetail("Tokens continue from WAL replay and the clock floor.")));
+		return 0;
+	}
+	return content.limit;
+}
+
+/*
+ * Redo a reservation, in crash recovery or on a standby: every token up to
+ * the record's limit may have been handed out by the primary, so the
+ * counter and limit move up to it, and the state file follows so that the
+ * next restart does not depend on replaying this record again.  The limit
+ * published here covers no fresh tokens; the first call after promotion
+ * makes a reservation of its own above it.
+ */
+static void
+fencing_rmgr_redo(XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	xl_fencing_reserve *xlrec;
+	FencingTokenState *state = fencing_token_state;
+	uint64		current;
+
+	if (info != XLOG_FENCING_RESERVE)
+		elog(PANIC, "fencing_rmgr_redo: unknown op code %u", info);
+
+	xlrec = (xl_fencing_reserve *) XLogRecGetData(record);
+
+	LWLockAcquire(state->lock, LW_EXCLUSIVE);
+	current = pg_atomic_read_u64(&state->counter);
+	while (current < xlrec->limit &&
+		   !pg_atomic_compare_exchange_u64(&state->counter, &current, xlrec->limit))
+		;
+	if (pg_atomic_read_u64(&state->limit) < xlrec->limit)
+		pg_atomic_write_u64(&state->limit, xlrec->limit);
+	if (state->pending_limit < xlrec->limit)
+		state->pending_limit = xlrec->limit;
+	state->pending_lsn = InvalidXLogRecPtr;
+	if (state->file_limit < xlrec->limit)
+	{
+		write_state_file(xlrec->limit);
+		state->file_limit = xlrec->limit;
+	}
+	LWLockRelease(state->lock);
+}
+
+/* Describe a record, for pg_waldump-style messages and redo errors. */
+static void
+fencing_rmgr_desc(StringInfo buf, XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+
+	if (info == XLOG_FENCING_RESERVE)
+	{
+		xl_fencing_reserve *xlrec = (xl_fencing_reserve *) XLogRecGetData(record);
+
+		appendStringInfo(buf, "limit " UINT64_FORMAT, xlrec->limit);
+	}
+}
+
+/* Name a record type. */
+static const char *
+fencing_rmgr_identify(uint8 info)
+{
+	if ((info & ~XLR_INFO_MASK) == XLOG_FENCING_RESERVE)
+		return "RESERVE";
+	return NULL;
+}
