@@ -68,6 +68,13 @@ extern void fencing_lock_registry_init(void);
 extern int	fencing_lock_registry_capacity(void);
 extern int	fencing_lock_registry_count(void);
 extern int64 fencing_lock_registry_untracked(void);
+extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen,
+										int64 token, bool granted);
+extern void fencing_lock_registry_grant(int slotno, int64 token);
+extern void fencing_lock_registry_release(int slotno);
+extern const char *fencing_lock_registry_own_name(int slotno, int *namelen);
+extern void fencing_lock_registry_check_collision(int64 key, const char *name,
+												  int namelen);
 
 /* fence_trigger.c, check_fence.c */
 extern void fencing_fence_init(void);

@@ -1,0 +1,110 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 031_lease_expiry.pl -- fencing.lease() is enforced by the server.
+#
+# A takes a 1 s lease and then sits idle in its transaction (the session
+# simply does not send its next statement) for 3 s: the server ends A's
+# session, the lock is free, fencing.locks no longer shows it, and B then
+# gets the lock with a higher token.  A holder that keeps issuing statements
+# (fencing.held_token) more often than its ttl keeps the lease far beyond
+# the ttl.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+my $node = PostgreSQL::Test::Cluster->new('lease');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+
+# A takes the lease and goes quiet.
+my $a = $node->background_psql('postgres', on_error_stop => 0);
+my $a_pid = $a->query_safe('SELECT pg_backend_pid()');
+$a->query_safe('BEGIN');
+my $a_token = $a->query_safe("SELECT fencing.lease('job', '1s')");
+like($a_token, qr/^\d+$/, 'A got a lease and a token');
+is($a->query_safe('SHOW idle_in_transaction_session_timeout'),
+	'1s', "A's transaction has a 1 s idle limit");
+
+is($node->safe_psql('postgres', "SELECT fencing.try_lock('job') IS NULL"),
+	't', 'while A holds the lease, B finds the lock busy');
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM fencing.locks WHERE pid = $a_pid"),
+	1,
+	'the view shows A holding the lock');
+
+# A stays idle in its transaction for 3 s.
+sleep(3);
+
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $a_pid"),
+	"the server ended A's session");
+ok( $node->log_contains(
+		'terminating connection due to idle-in-transaction timeout'),
+	'the server log says why');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
+	0, "A's row left the view with its session");
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
+	0, "A's advisory lock is gone");
+
+# A's session is gone: its next statement fails.
+my $a_next = eval { $a->query('SELECT 1'); 1 };
+ok(!$a_next || $a->{stderr} =~ /terminating connection|server closed the connection|connection to server was lost/,
+	"A's session is gone when it wakes up");
+eval { $a->quit };
+
+# B gets the lock with a higher token, and the view shows B only.
+my $b = $node->background_psql('postgres');
+my $b_pid = $b->query_safe('SELECT pg_backend_pid()');
+$b->query_safe('BEGIN');
+my $b_token = $b->query_safe("SELECT fencing.try_lock('job')");
+like($b_token, qr/^\d+$/, 'B got the lock');
+cmp_ok($b_token, '>', $a_token, "B's token is above A's");
+is( $node->safe_psql(
+		'postgres',
+		"SELECT string_agg(pid || ':' || token || ':' || granted, ',') FROM fencing.locks"),
+	"$b_pid:$b_token:true",
+	'the view shows B alone');
+$b->query_safe('COMMIT');
+
+# A holder that renews by checking its token every 0.4 s keeps a 1 s lease
+# for 3 s, and is never ended.
+my $c = $node->background_psql('postgres');
+my $c_pid = $c->query_safe('SELECT pg_backend_pid()');
+$c->query_safe('BEGIN');
+my $c_token = $c->query_safe("SELECT fencing.lease('job', '1s')");
+like($c_token, qr/^\d+$/, 'C got a lease');
+my $start = time();
+my $renewals_ok = 1;
+while (time() - $start < 3)
+{
+	sleep(0.4);
+	$renewals_ok = 0
+	  unless $c->query_safe("SELECT fencing.held_token('job')") eq $c_token;
+}
+ok($renewals_ok, 'C still held its token at every check over 3 s');
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $c_pid"),
+	1,
+	"C's session is alive");
+is($node->safe_psql('postgres', "SELECT fencing.try_lock('job') IS NULL"),
+	't', 'and the lock is still busy for others');
+$c->query_safe('COMMIT');
+is($c->query_safe('SHOW idle_in_transaction_session_timeout'),
+	'0', "after C's commit the session has no idle limit again");
+$c->quit;
+
+is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
+	0, 'the view is empty at the end');
+
+$node->stop;
+done_testing();

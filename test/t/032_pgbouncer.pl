@@ -1,0 +1,177 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 032_pgbouncer.pl -- L3 through PgBouncer in transaction pooling mode.
+#
+# Fencing locks are transaction-scoped, so a pooler that hands the server
+# connection to another client after each transaction must never pass a
+# lock along with it.  The test starts Debian's pgbouncer in front of the
+# node with a pool of two server connections: a client holding a lock in a
+# transaction makes a second client see it busy; after COMMIT the lock is
+# free for the next transaction on whichever server connection it gets;
+# many short transactions through the reused connections never find a lock
+# left behind.
+
+use strict;
+use warnings;
+
+use File::Temp qw(tempdir);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $pgbouncer = '/usr/sbin/pgbouncer';
+plan skip_all =>
+  "$pgbouncer not found: install the Debian package pgbouncer to run this test"
+  unless -x $pgbouncer;
+
+my $node = PostgreSQL::Test::Cluster->new('pooled');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+my $user = $node->safe_psql('postgres', 'SELECT current_user');
+
+# PgBouncer listens on a Unix socket of its own port in the node's socket
+# directory, so a second Cluster object with that port connects through it.
+my $dir = tempdir(CLEANUP => 1);
+my $bouncer_port = PostgreSQL::Test::Cluster::get_free_port();
+my $conf = "$dir/pgbouncer.ini";
+my $host = $node->host;
+my $port = $node->port;
+open(my $fh, '>', $conf) or die "could not write $conf: $!";
+print $fh <<"EOS";
+[databases]
+postgres = host=$host port=$port dbname=postgres user=$user
+
+[pgbouncer]
+listen_addr =
+listen_port = $bouncer_port
+unix_socket_dir = $host
+auth_type = any
+pool_mode = transaction
+default_pool_size = 2
+min_pool_size = 0
+max_client_conn = 20
+server_lifetime = 3600
+server_idle_timeout = 3600
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+ignore_startup_parameters = extra_float_digits
+EOS
+close($fh);
+
+my ($bouncer_out, $bouncer_err) = ('', '');
+my $bouncer_run = IPC::Run::start([ $pgbouncer, $conf ],
+	'<', \undef, '>', \$bouncer_out, '2>', \$bouncer_err);
+
+my $pool = PostgreSQL::Test::Cluster->new('pool', port => $bouncer_port);
+my $up = 0;
+for (1 .. 100)
+{
+	my ($ret) = $pool->psql('postgres', 'SELECT 1');
+	if ($ret == 0) { $up = 1; last; }
+	select(undef, undef, undef, 0.1);
+}
+ok($up, 'pgbouncer accepts connections')
+  or diag($bouncer_err . (-e "$dir/pgbouncer.log" ? slurp_file("$dir/pgbouncer.log") : ''));
+
+# Client 1 holds the lock in a transaction through the pool.
+my $c1 = $pool->background_psql('postgres');
+$c1->query_safe('BEGIN');
+my $t1 = $c1->query_safe("SELECT fencing.try_lock('pooled job')");
+like($t1, qr/^\d+$/, 'client 1 got the lock through the pool');
+my $c1_server = $c1->query_safe('SELECT pg_backend_pid()');
+
+# Client 2, on the pool's other server connection, sees it busy.
+my $c2 = $pool->background_psql('postgres');
+$c2->query_safe('BEGIN');
+is($c2->query_safe("SELECT fencing.try_lock('pooled job') IS NULL"),
+	't', 'client 2 finds the lock busy while client 1 holds it');
+isnt($c2->query_safe('SELECT pg_backend_pid()'),
+	$c1_server, 'client 2 runs on another server connection');
+$c2->query_safe('COMMIT');
+
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM fencing.locks WHERE pid = $c1_server"),
+	1,
+	"the view shows client 1's server connection holding the lock");
+
+$c1->query_safe('COMMIT');
+
+# After COMMIT nothing is left on the server connection client 1 used,
+# although pgbouncer keeps it open and hands it on.
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE pid = $c1_server"),
+	1,
+	"client 1's server connection is still open in the pool");
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
+	0, 'no advisory lock is left after COMMIT');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
+	0, 'the view is empty after COMMIT');
+
+# Client 2's next transaction gets the lock, with a higher token.
+$c2->query_safe('BEGIN');
+my $t2 = $c2->query_safe("SELECT fencing.try_lock('pooled job')");
+like($t2, qr/^\d+$/, 'client 2 gets the lock in its next transaction');
+cmp_ok($t2, '>', $t1, "client 2's token is above client 1's");
+$c2->query_safe('ROLLBACK');
+
+# Many short transactions from both clients, one at a time, land on the two
+# reused server connections; every one of them finds the lock free, also
+# right after another client's transaction on the same server connection
+# took it.  Autocommit statements and explicit transactions alternate.
+my (%servers, $all_free, $previous);
+$all_free = 1;
+$previous = $t2;
+for my $i (1 .. 20)
+{
+	my $c = $i % 2 ? $c1 : $c2;
+	my $row;
+	if ($i % 4 < 2)
+	{
+		$row = $c->query_safe(
+			"SELECT fencing.try_lock('pooled job'), pg_backend_pid()");
+	}
+	else
+	{
+		$c->query_safe('BEGIN');
+		$row = $c->query_safe(
+			"SELECT fencing.lock('pooled job', '0'), pg_backend_pid()");
+		$c->query_safe('COMMIT');
+	}
+	my ($token, $server) = split /\|/, $row;
+	$all_free = 0 unless defined $token && $token =~ /^\d+$/ && $token > $previous;
+	$previous = $token if defined $token && $token =~ /^\d+$/;
+	$servers{$server}++;
+}
+ok($all_free, 'each of 20 pooled transactions found the lock free, with a rising token');
+cmp_ok(scalar keys %servers, '<=', 2, 'they ran on at most two server connections');
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
+	0, 'no advisory lock is left at the end');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
+	0, 'the view is empty at the end');
+
+# A client that disconnects in the middle of a transaction: pgbouncer
+# closes that server connection, and the lock goes with it.
+my $c3 = $pool->background_psql('postgres');
+$c3->query_safe('BEGIN');
+like($c3->query_safe("SELECT fencing.try_lock('abandoned')"),
+	qr/^\d+$/, 'client 3 takes a lock and then disconnects mid-transaction');
+$c3->quit;
+ok( $node->poll_query_until(
+		'postgres', "SELECT count(*) = 0 FROM fencing.locks"),
+	"the abandoned transaction's lock is released");
+is($c1->query_safe("SELECT fencing.try_lock('abandoned') IS NOT NULL"),
+	't', 'and the next client gets it');
+
+$c1->quit;
+$c2->quit;
+$bouncer_run->signal('INT');
+$bouncer_run->finish;
+$node->stop;
+done_testing();
