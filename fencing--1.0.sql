@@ -166,3 +166,63 @@ COMMENT ON FUNCTION fencing.status() IS
 -- Fences at the resource (src/fence_trigger.c, src/check_fence.c)
 ------------------------------------------------------------------------
 -- FENCE SECTION: owned by the fence helper
+
+CREATE FUNCTION fencing.reject_stale()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'fencing_reject_stale'
+LANGUAGE C;
+
+COMMENT ON FUNCTION fencing.reject_stale() IS
+'BEFORE ROW trigger (args: fence column, ''error''|''skip''): rejects writes whose fence is below the row''s; stamps fencing.token';
+
+CREATE FUNCTION fencing.protect(tbl regclass,
+								fence_column name DEFAULT 'fence',
+								on_stale text DEFAULT 'error')
+RETURNS void
+AS 'MODULE_PATHNAME', 'fencing_protect'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
+'validate the table and install (or replace) the fencing_reject_stale trigger; table owner only';
+
+CREATE FUNCTION fencing.unprotect(tbl regclass)
+RETURNS void
+AS 'MODULE_PATHNAME', 'fencing_unprotect'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION fencing.unprotect(regclass) IS
+'remove the trigger fencing.protect() installed; table owner only';
+
+-- Watermarks of resources that are not one row.  Names are canonical
+-- (fencing.normalize_name), compared bytewise.  pg_dump keeps the rows, so a
+-- restored database still rejects tokens below them.
+CREATE TABLE fencing.resource_fences (
+	resource	text COLLATE "C" PRIMARY KEY,
+	fence		bigint NOT NULL,
+	updated_at	timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+COMMENT ON TABLE fencing.resource_fences IS
+'per-resource fence watermarks raised by fencing.check_fence()';
+
+SELECT pg_catalog.pg_extension_config_dump('fencing.resource_fences', '');
+
+REVOKE ALL ON fencing.resource_fences FROM PUBLIC;
+GRANT SELECT ON fencing.resource_fences TO PUBLIC;
+
+CREATE FUNCTION fencing.check_fence(resource text, token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_check_fence'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION fencing.check_fence(text, bigint) IS
+'raise the resource''s fence watermark to token, or reject a stale token (SQLSTATE FN001); returns token';
+
+-- Application roles call the lock, token and fence functions; what each one
+-- may do is decided by its own grants above (advance_token and stats_reset
+-- are revoked from PUBLIC, resource_fences is read-only).
+GRANT USAGE ON SCHEMA fencing TO PUBLIC;

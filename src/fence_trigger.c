@@ -1,0 +1,792 @@
+/*-------------------------------------------------------------------------
+ *
+ * fence_trigger.c
+ *		Stale-write rejection at the resource: the reject_stale row trigger,
+ *		the fencing.token setting it falls back on, and protect()/unprotect()
+ *		which install and remove it.
+ *
+ * A lease can expire while its holder is paused; when the holder wakes it
+ * still believes it owns the lock.  The guide's answer is a fence: every
+ * write carries the holder's token and the resource refuses a token lower
+ * than the highest it has seen.  reject_stale() is that check as a BEFORE
+ * ROW trigger, so it runs inside the database that holds the data, for
+ * every statement, whichever client sent it (DESIGN.md F1-F5):
+ *
+ *	UPDATE	the new fence is NEW.fence when the statement assigns the fence
+ *			column, else fencing.token (stamped into the row); it must not be
+ *			below OLD.fence.  Equal is the same holder writing again.
+ *	INSERT	NEW.fence when not NULL, else fencing.token (stamped).
+ *	DELETE	fencing.token must not be below OLD.fence.
+ *
+ * A write without any token is rejected; a stale one raises
+ * ERRCODE_FENCING_STALE_TOKEN or, in 'skip' mode, touches no row, as the
+ * guide's "WHERE fence < $2" does.
+ *
+ * The per-row path reads two attributes and compares them: the column
+ * number and the mode are resolved from the relation's descriptor the first
+ * time a trigger fires and cached until the relation is invalidated, and
+ * fencing.token is parsed once when it is set, not per row.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/fence_trigger.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/catalog.h"
+#include "catalog/objectaddress.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/bitmapset.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "fencing.h"
+
+PG_FUNCTION_INFO_V1(fencing_reject_stale);
+PG_FUNCTION_INFO_V1(fencing_protect);
+PG_FUNCTION_INFO_V1(fencing_unprotect);
+
+/* The name protect() gives the trigger, so re-running it replaces it. */
+#define FENCE_TRIGGER_NAME	"fencing_reject_stale"
+
+/* fencing.token: the raw string the GUC machinery owns ... */
+static char *fence_token_string = NULL;
+
+/* ... and its parsed value, set by the assign hook so rows need no parsing */
+static bool fence_token_is_set = false;
+static int64 fence_token_value = 0;
+
+/* What the check hook hands to the assign hook (malloc'd, GUC frees it). */
+typedef struct FenceTokenSetting
+{
+	bool		is_set;
+	int64		value;
+} FenceTokenSetting;
+
+/* What a stale write does: fail the statement, or silently touch no row. */
+typedef enum FenceStaleMode
+{
+	FENCE_STALE_ERROR,
+	FENCE_STALE_SKIP
+} FenceStaleMode;
+
+/*
+ * Per-trigger state: the fence column's number and the mode, resolved once.
+ * Entries live in a small static array, not in fn_mcxt: when COPY fires a
+ * trigger for the first time the FmgrInfo's context is the per-tuple
+ * context, which is reset after every row.  The trigger's fn_extra points
+ * at its entry, and the entry's key (trigger, relation, descriptor) is
+ * checked on every call; partitions have their own cloned trigger and
+ * their own descriptor, so a partition whose columns are in another order
+ * gets its own entry.  A relcache invalidation of the relation (ALTER
+ * TABLE, CREATE OR REPLACE TRIGGER, DROP TRIGGER) clears its entries, so a
+ * descriptor rebuilt at the same address is never mistaken for the old one.
+ */
+typedef struct FenceTriggerCache
+{
+	Oid			trigger_oid;	/* InvalidOid: free */
+	Oid			relid;
+	TupleDesc	tupdesc;
+	int			natts;
+	AttrNumber	fence_attnum;
+	FenceStaleMode mode;
+} FenceTriggerCache;
+
+#define FENCE_CACHE_SIZE	64
+
+static FenceTriggerCache fence_cache[FENCE_CACHE_SIZE];
+static int	fence_cache_next = 0;
+
+/*
+ * The last UPDATE this backend let through, so that the DELETE half of a
+ * row moving to another partition (which fires the source partition's
+ * DELETE triggers for the same tuple in the same command) is not checked a
+ * second time against fencing.token, which the UPDATE may not have needed.
+ */
+static struct
+{
+	LocalTransactionId lxid;
+	CommandId	cid;
+	Oid			relid;
+	ItemPointerData tid;
+} fence_last_update;
+
+static bool fence_token_check_hook(char **newval, void **extra, GucSource source);
+static void fence_token_assign_hook(const char *newval, void *extra);
+static FenceTriggerCache *fence_trigger_resolve(FunctionCallInfo fcinfo,
+												TriggerData *trigdata);
+static void fence_check_trigger_protocol(FunctionCallInfo fcinfo);
+static char *fence_qualified_relname(Relation rel);
+static void fence_report_missing(Relation rel, const char *column, bool is_delete);
+static void fence_report_stale(Relation rel, const char *column,
+							   int64 stale, int64 current);
+static Relation fence_open_owned_table(Oid relid, const char *caller);
+static void fence_cache_invalidate(Datum arg, Oid relid);
+
+/*
+ * Define fencing.token; called from _PG_init.  The setting is per session
+ * (meant for SET LOCAL, so it ends with the transaction that holds the
+ * lock) and any role may set it: it only tells the trigger which token the
+ * caller claims, and a claim is checked against the row like any other.
+ * It cannot be set in postgresql.conf: a server-wide token would stamp
+ * every unfenced write and turn F2 off.
+ */
+void
+fencing_fence_init(void)
+{
+	DefineCustomStringVariable("fencing.token",
+							   "Fence token that reject_stale() uses for writes that do not assign the fence column.",
+							   "Empty means unset: such writes, and every DELETE on a protected table, are rejected. "
+							   "Use SET LOCAL so the token ends with the transaction that holds the lock.",
+							   &fence_token_string,
+							   "",
+							   PGC_USERSET,
+							   GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   fence_token_check_hook,
+							   fence_token_assign_hook,
+							   NULL);
+
+	CacheRegisterRelcacheCallback(fence_cache_invalidate, (Datum) 0);
+}
+
+/*
+ * Relcache invalidation: the relation's columns or triggers may have
+ * changed, so forget what was resolved for it (InvalidOid: for every
+ * relation).
+ */
+static void
+fence_cache_invalidate(Datum arg, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < FENCE_CACHE_SIZE; i++)
+	{
+		if (!OidIsValid(relid) || fence_cache[i].relid == relid)
+			fence_cache[i].trigger_oid = InvalidOid;
+	}
+}
+
+/*
+ * Accept an empty string (unset) or a non-negative bigint, and hand the
+ * parsed value to the assign hook, so that a bad value fails at SET time
+ * with a clear message rather than at some later row.
+ */
+static bool
+fence_token_check_hook(char **newval, void **extra, GucSource source)
+{
+	FenceTokenSetting *setting;
+	const char *str = *newval;
+	int64		value = 0;
+	bool		is_set = false;
+
+	if (str != NULL)
+	{
+		while (isspace((unsigned char) *str))
+			str++;
+	}
+
+	if (str != NULL && *str != '\0')
+	{
+		char	   *end;
+
+		errno = 0;
+		value = strtoi64(str, &end, 10);
+		while (isspace((unsigned char) *end))
+			end++;
+
+		if (end == str || *end != '\0' || !isdigit((unsigned char) *str))
+		{
+			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+			GUC_check_errdetail("fencing.token must be a non-negative integer (a fence token from fencing.next_token() or a lock function), or empty to unset it.");
+			return false;
+		}
+		if (errno == ERANGE)
+		{
+			GUC_check_errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE);
+			GUC_check_errdetail("fencing.token must fit in a bigint.");
+			return false;
+		}
+		is_set = true;
+	}
+
+	setting = (FenceTokenSetting *) malloc(sizeof(FenceTokenSetting));
+	if (setting == NULL)
+	{
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		return false;
+	}
+	setting->is_set = is_set;
+	setting->value = value;
+	*extra = setting;
+	return true;
+}
+
+/*
+ * Keep the parsed token in plain variables: the trigger reads two statics
+ * per row instead of parsing a string.
+ */
+static void
+fence_token_assign_hook(const char *newval, void *extra)
+{
+	FenceTokenSetting *setting = (FenceTokenSetting *) extra;
+
+	if (setting == NULL)
+	{
+		fence_token_is_set = false;
+		fence_token_value = 0;
+		return;
+	}
+	fence_token_is_set = setting->is_set;
+	fence_token_value = setting->value;
+}
+
+/*
+ * "schema.table" for messages, so that a rejection in a log names the
+ * table unambiguously.  Only called on error paths.
+ */
+static char *
+fence_qualified_relname(Relation rel)
+{
+	char	   *nspname = get_namespace_name(RelationGetNamespace(rel));
+
+	return quote_qualified_identifier(nspname, RelationGetRelationName(rel));
+}
+
+/*
+ * F2: a write that claims no token cannot be ordered against the row's
+ * fence, so it is refused with the same SQLSTATE as a stale one: the
+ * caller has a bug or lost its lock, and retrying will not help.
+ */
+static void
+fence_report_missing(Relation rel, const char *column, bool is_delete)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+			 errmsg("missing fence token for %s on table %s",
+					is_delete ? "DELETE" : "write",
+					fence_qualified_relname(rel)),
+			 is_delete ?
+			 errdetail("A DELETE on a fenced table is checked against fencing.token, which is not set.") :
+			 errdetail("The statement gives no value for fence column \"%s\" and fencing.token is not set.",
+					   column),
+			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold>, or assign the token to column \"%s\".",
+					 column)));
+}
+
+/*
+ * F1/F4: a holder whose token is below the row's fence has been superseded
+ * (its lease ended and someone else wrote since).  Name the table and both
+ * tokens, and say plainly that the job must stop: the SQLSTATE is not in a
+ * class that frameworks retry.
+ */
+static void
+fence_report_stale(Relation rel, const char *column, int64 stale, int64 current)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+			 errmsg("stale fence token " INT64_FORMAT " for table %s",
+					stale, fence_qualified_relname(rel)),
+			 errdetail("The row's fence column \"%s\" is already " INT64_FORMAT ", above the writer's token " INT64_FORMAT ".",
+					   column, current, stale),
+			 errhint("A newer holder exists; stop this job, do not retry.")));
+}
+
+/*
+ * F5 protocol checks that depend only on how the trigger fired.  They are
+ * bit tests, cheap enough to run for every row, so that no cached state can
+ * ever hide a misuse.
+ */
+static void
+fence_check_trigger_protocol(FunctionCallInfo fcinfo)
+{
+	TriggerData *trigdata;
+	const char *tgname;
+	const char *relname;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fencing.reject_stale() was not called by the trigger manager"),
+				 errhint("Install it with fencing.protect(table).")));
+
+	trigdata = (TriggerData *) fcinfo->context;
+	tgname = trigdata->tg_trigger->tgname;
+	relname = RelationGetRelationName(trigdata->tg_relation);
+
+	if (TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" on table \"%s\": fencing.reject_stale() cannot be fired by TRUNCATE",
+						tgname, relname),
+				 errdetail("TRUNCATE has no rows to compare fences with."),
+				 errhint("Use fencing.protect(table), which installs BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW.")));
+
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" on table \"%s\": fencing.reject_stale() must be fired FOR EACH ROW",
+						tgname, relname),
+				 errhint("Use fencing.protect(table), which installs BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW.")));
+
+	if (TRIGGER_FIRED_INSTEAD(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" on \"%s\": fencing.reject_stale() cannot be an INSTEAD OF trigger",
+						tgname, relname),
+				 errdetail("Fences are checked on the table that stores the rows, not on a view."),
+				 errhint("Protect the underlying table with fencing.protect(table).")));
+
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" on table \"%s\": fencing.reject_stale() must be fired BEFORE the write",
+						tgname, relname),
+				 errdetail("An AFTER trigger runs once the row is written; it could not stamp the token, and skip mode could not skip."),
+				 errhint("Use fencing.protect(table), which installs BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW.")));
+}
+
+/*
+ * Find the fence column and the mode from the trigger's arguments, once per
+ * trigger and row layout.  This walks the relation's own descriptor (no
+ * catalog access), so a partition resolves the column in its own order.
+ */
+static FenceTriggerCache *
+fence_trigger_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
+{
+	FenceTriggerCache *cache = (FenceTriggerCache *) fcinfo->flinfo->fn_extra;
+	Trigger    *trigger = trigdata->tg_trigger;
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	Oid			relid = RelationGetRelid(rel);
+	const char *column = "fence";
+	FenceStaleMode mode = FENCE_STALE_ERROR;
+	AttrNumber	attnum = InvalidAttrNumber;
+	Form_pg_attribute attr;
+	int			i;
+
+	if (likely(cache != NULL &&
+			   cache->trigger_oid == trigger->tgoid &&
+			   cache->relid == relid &&
+			   cache->tupdesc == tupdesc &&
+			   cache->natts == tupdesc->natts))
+		return cache;
+
+	if (trigger->tgnargs > 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger \"%s\" on table \"%s\": fencing.reject_stale() takes at most 2 arguments, got %d",
+						trigger->tgname, RelationGetRelationName(rel),
+						trigger->tgnargs),
+				 errhint("Arguments are the fence column (default 'fence') and the mode, 'error' or 'skip'.")));
+	if (trigger->tgnargs >= 1)
+		column = trigger->tgargs[0];
+	if (trigger->tgnargs >= 2)
+	{
+		const char *modearg = trigger->tgargs[1];
+
+		if (strcmp(modearg, "error") == 0)
+			mode = FENCE_STALE_ERROR;
+		else if (strcmp(modearg, "skip") == 0)
+			mode = FENCE_STALE_SKIP;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("trigger \"%s\" on table \"%s\": invalid mode \"%s\" for fencing.reject_stale()",
+							trigger->tgname, RelationGetRelationName(rel),
+							modearg),
+					 errhint("The mode is 'error' (stale writes fail) or 'skip' (stale writes touch no row).")));
+	}
+
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		attr = TupleDescAttr(tupdesc, i);
+		if (!attr->attisdropped && strcmp(NameStr(attr->attname), column) == 0)
+		{
+			attnum = attr->attnum;
+			break;
+		}
+	}
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("trigger \"%s\" on table \"%s\": fence column \"%s\" does not exist",
+						trigger->tgname, RelationGetRelationName(rel), column),
+				 errhint("Pass the fence column's name as the trigger's first argument, or re-run fencing.protect(table, column).")));
+
+	attr = TupleDescAttr(tupdesc, attnum - 1);
+	if (attr->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("trigger \"%s\" on table \"%s\": fence column \"%s\" must be of type bigint, not %s",
+						trigger->tgname, RelationGetRelationName(rel), column,
+						format_type_be(attr->atttypid))));
+	if (attr->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("trigger \"%s\" on table \"%s\": fence column \"%s\" is a generated column",
+						trigger->tgname, RelationGetRelationName(rel), column),
+				 errdetail("The fence must be written by the lock holder.")));
+
+	/* reuse this trigger's entry if it has one, else take the next in turn */
+	cache = NULL;
+	for (i = 0; i < FENCE_CACHE_SIZE; i++)
+	{
+		if (fence_cache[i].trigger_oid == trigger->tgoid)
+		{
+			cache = &fence_cache[i];
+			break;
+		}
+	}
+	if (cache == NULL)
+	{
+		cache = &fence_cache[fence_cache_next];
+		fence_cache_next = (fence_cache_next + 1) % FENCE_CACHE_SIZE;
+	}
+	cache->trigger_oid = trigger->tgoid;
+	cache->relid = relid;
+	cache->tupdesc = tupdesc;
+	cache->natts = tupdesc->natts;
+	cache->fence_attnum = attnum;
+	cache->mode = mode;
+	fcinfo->flinfo->fn_extra = cache;
+	return cache;
+}
+
+/*
+ * The trigger itself (BEFORE INSERT OR UPDATE OR DELETE, FOR EACH ROW;
+ * arguments: fence column, mode).  Returns the row to write, the row with
+ * fencing.token stamped into the fence column, or NULL to skip a stale
+ * write in 'skip' mode.
+ */
+Datum
+fencing_reject_stale(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata;
+	FenceTriggerCache *cache;
+	Relation	rel;
+	TupleDesc	tupdesc;
+	AttrNumber	attnum;
+	TriggerEvent event;
+	HeapTuple	oldtuple;
+	Datum		value;
+	bool		isnull;
+	int64		old_fence;
+	int64		new_fence;
+
+	fence_check_trigger_protocol(fcinfo);
+
+	trigdata = (TriggerData *) fcinfo->context;
+	cache = fence_trigger_resolve(fcinfo, trigdata);
+	rel = trigdata->tg_relation;
+	tupdesc = RelationGetDescr(rel);
+	attnum = cache->fence_attnum;
+	event = trigdata->tg_event;
+
+	if (TRIGGER_FIRED_BY_INSERT(event))
+	{
+		HeapTuple	newtuple = trigdata->tg_trigtuple;
+
+		/* INSERT has no updated-columns set: a NULL fence means "not given" */
+		(void) heap_getattr(newtuple, attnum, tupdesc, &isnull);
+		if (!isnull)
+			return PointerGetDatum(newtuple);
+		if (!fence_token_is_set)
+			fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
+
+		{
+			int			col = attnum;
+
+			value = Int64GetDatum(fence_token_value);
+			isnull = false;
+			return PointerGetDatum(heap_modify_tuple_by_cols(newtuple, tupdesc,
+															 1, &col,
+															 &value, &isnull));
+		}
+	}
+
+	oldtuple = trigdata->tg_trigtuple;
+	value = heap_getattr(oldtuple, attnum, tupdesc, &isnull);
+	/* a row whose fence is NULL was never fenced: any token may write it */
+	old_fence = isnull ? PG_INT64_MIN : DatumGetInt64(value);
+
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+	{
+		HeapTuple	newtuple = trigdata->tg_newtuple;
+		bool		stamp = false;
+
+		if (bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+						  trigdata->tg_updatedcols))
+		{
+			value = heap_getattr(newtuple, attnum, tupdesc, &isnull);
+			if (isnull)
+				fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
+			new_fence = DatumGetInt64(value);
+		}
+		else
+		{
+			if (!fence_token_is_set)
+				fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
+			new_fence = fence_token_value;
+			stamp = true;
+		}
+
+		if (new_fence < old_fence)
+		{
+			fencing_stat_add(FENCING_STAT_STALE_REJECTED, 1);
+			if (cache->mode == FENCE_STALE_SKIP)
+				return PointerGetDatum(NULL);
+			fence_report_stale(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
+							   new_fence, old_fence);
+		}
+
+		fence_last_update.lxid = MyProc->lxid;
+		fence_last_update.cid = GetCurrentCommandId(false);
+		fence_last_update.relid = RelationGetRelid(rel);
+		fence_last_update.tid = oldtuple->t_self;
+
+		if (stamp)
+		{
+			int			col = attnum;
+
+			value = Int64GetDatum(new_fence);
+			isnull = false;
+			return PointerGetDatum(heap_modify_tuple_by_cols(newtuple, tupdesc,
+															 1, &col,
+															 &value, &isnull));
+		}
+		return PointerGetDatum(newtuple);
+	}
+
+	/* DELETE */
+	Assert(TRIGGER_FIRED_BY_DELETE(event));
+
+	/*
+	 * An UPDATE that moves the row to another partition deletes it from this
+	 * one in the same command; that UPDATE has been checked just now.
+	 */
+	if (fence_last_update.relid == RelationGetRelid(rel) &&
+		ItemPointerEquals(&fence_last_update.tid, &oldtuple->t_self) &&
+		fence_last_update.lxid == MyProc->lxid &&
+		fence_last_update.cid == GetCurrentCommandId(false))
+	{
+		fence_last_update.relid = InvalidOid;
+		return PointerGetDatum(oldtuple);
+	}
+
+	if (!fence_token_is_set)
+		fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), true);
+	if (fence_token_value < old_fence)
+	{
+		fencing_stat_add(FENCING_STAT_STALE_REJECTED, 1);
+		if (cache->mode == FENCE_STALE_SKIP)
+			return PointerGetDatum(NULL);
+		fence_report_stale(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
+						   fence_token_value, old_fence);
+	}
+	return PointerGetDatum(oldtuple);
+}
+
+/*
+ * Check that the caller may put a fence on relid and lock it against
+ * concurrent DDL until the end of the transaction.  Ownership is checked
+ * before the lock is taken, so a role cannot use protect() to block tables
+ * it does not own.  Only ordinary and partitioned tables qualify: a view
+ * has no rows of its own, a foreign table's rows live elsewhere, and system
+ * catalogs are written by the server itself.  Temporary tables are allowed
+ * (they are ordinary tables of the session).
+ */
+static Relation
+fence_open_owned_table(Oid relid, const char *caller)
+{
+	Relation	rel;
+	char		relkind;
+	char	   *relname;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s: table OID 0 does not name a table", caller)));
+
+	relkind = get_rel_relkind(relid);
+	relname = get_rel_name(relid);
+	if (relkind == '\0' || relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s: relation with OID %u does not exist", caller, relid)));
+
+	if (IsCatalogRelationOid(relid) ||
+		IsCatalogNamespace(get_rel_namespace(relid)) ||
+		IsToastNamespace(get_rel_namespace(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s: \"%s\" is a system catalog", caller, relname),
+				 errdetail("System catalogs are written by the server, not by lock holders.")));
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("%s: \"%s\" is not a table", caller, relname),
+				 errdetail_relkind_not_supported(relkind),
+				 errhint("Fences are checked on ordinary and partitioned tables; protect the table that stores the rows.")));
+
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind), relname);
+
+	/* the lock CREATE TRIGGER takes; then make sure the table is still there */
+	rel = try_relation_open(relid, ShareRowExclusiveLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("%s: relation \"%s\" was dropped concurrently", caller, relname)));
+	return rel;
+}
+
+/*
+ * fencing.protect(tbl regclass, fence_column name, on_stale text): validate
+ * the table and the column up front, where a mistake is easy to fix, then
+ * install (or replace) the trigger under a fixed name so that running it
+ * again, perhaps with another column or mode, is harmless.  The statement is
+ * built from quoted identifiers and literals and names every object with its
+ * schema, so the caller's search_path cannot change what it does.
+ */
+Datum
+fencing_protect(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	const char *column;
+	char	   *mode;
+	Relation	rel;
+	AttrNumber	attnum;
+	Form_pg_attribute attr;
+	char	   *qualified;
+	StringInfoData sql;
+	int			rc;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fencing.protect(): %s must not be NULL",
+						PG_ARGISNULL(0) ? "the table" :
+						PG_ARGISNULL(1) ? "fence_column" : "on_stale")));
+
+	relid = PG_GETARG_OID(0);
+	column = NameStr(*PG_GETARG_NAME(1));
+	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	if (strcmp(mode, "error") != 0 && strcmp(mode, "skip") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fencing.protect(): invalid on_stale value \"%s\"", mode),
+				 errhint("Use 'error' (stale writes fail) or 'skip' (stale writes touch no row).")));
+
+	rel = fence_open_owned_table(relid, "fencing.protect()");
+
+	attnum = get_attnum(relid, column);
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("fencing.protect(): column \"%s\" of table \"%s\" does not exist",
+						column, RelationGetRelationName(rel)),
+				 errhint("Add a fence column first: ALTER TABLE ... ADD COLUMN %s bigint.",
+						 quote_identifier(column))));
+	if (attnum < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fencing.protect(): \"%s\" is a system column of table \"%s\"",
+						column, RelationGetRelationName(rel)),
+				 errdetail("The fence must be an ordinary bigint column that writers assign.")));
+
+	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	if (attr->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("fencing.protect(): fence column \"%s\" of table \"%s\" must be of type bigint, not %s",
+						column, RelationGetRelationName(rel),
+						format_type_be(attr->atttypid)),
+				 errdetail("Fence tokens are bigint.")));
+	if (attr->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("fencing.protect(): fence column \"%s\" of table \"%s\" is a generated column",
+						column, RelationGetRelationName(rel)),
+				 errdetail("The fence must be written by the lock holder.")));
+
+	qualified = fence_qualified_relname(rel);
+	relation_close(rel, NoLock);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE OR REPLACE TRIGGER " FENCE_TRIGGER_NAME
+					 " BEFORE INSERT OR UPDATE OR DELETE ON %s"
+					 " FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale(%s, %s)",
+					 qualified, quote_literal_cstr(column), quote_literal_cstr(mode));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute(sql.data, false, 0);
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute of \"%s\" returned %s", sql.data, SPI_result_code_string(rc));
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
+
+/*
+ * fencing.unprotect(tbl regclass): remove the trigger protect() installed.
+ * Removing a fence is as sensitive as installing one, so the same checks
+ * apply; a table that is not protected is left as it is.
+ */
+Datum
+fencing_unprotect(PG_FUNCTION_ARGS)
+{
+	Relation	rel;
+	char	   *qualified;
+	StringInfoData sql;
+	int			rc;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fencing.unprotect(): the table must not be NULL")));
+
+	rel = fence_open_owned_table(PG_GETARG_OID(0), "fencing.unprotect()");
+	qualified = fence_qualified_relname(rel);
+	relation_close(rel, NoLock);
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "DROP TRIGGER IF EXISTS " FENCE_TRIGGER_NAME " ON %s",
+					 qualified);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute(sql.data, false, 0);
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute of \"%s\" returned %s", sql.data, SPI_result_code_string(rc));
+	SPI_finish();
+
+	PG_RETURN_VOID();
+}
