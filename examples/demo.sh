@@ -1,0 +1,563 @@
+#!/bin/bash
+#
+# examples/demo.sh -- "make demo": the guide's failure sentence, played with
+# real client processes against a real server.
+#
+#   "Two pods run the nightly invoice job and customers get billed twice."
+#
+# Scene 1: ten pods (examples/invoice_worker.c, libpq) race for the lock
+#          invoice-run:2026-10, spelled ten ways; exactly one bills.
+# Scene 2: pod-A takes a 2 s lease and starts billing; the demo freezes it
+#          with SIGSTOP (a GC pause, a VM stall); the server ends its session
+#          after the lease; pod-B takes over with a higher token and bills;
+#          pod-A wakes (SIGCONT), reconnects and writes its pending bill with
+#          its old token; the fence trigger rejects it with SQLSTATE FN001.
+# Both scenes end with the ledger checked: every customer billed exactly once.
+# Then the guide's "Coordination design" block for this job.
+#
+# As root on Debian 12 it installs missing packages, builds and installs the
+# extension, and runs a throwaway server as user postgres.  As another user it
+# installs nothing and runs the server as that user.  With PGHOST or PGPORT
+# set it uses that server instead (it must preload fencing), in a database it
+# creates and drops.  Nothing is left running: servers, workers and the
+# scratch directory go away on exit, whatever the exit.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_MAJOR=15
+PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+LOCK_NAME='invoice-run:2026-10'
+PERIOD='2026-10'
+LEASE_TTL='2s'
+
+# How the ten pods of scene 1 spell the lock: case, surrounding white space
+# (also no-break and ideographic spaces), fullwidth forms and a compatibility
+# character (U+2170 SMALL ROMAN NUMERAL ONE) all name the same lock.
+SPELLINGS=(
+	'invoice-run:2026-10'
+	'Invoice-Run:2026-10'
+	' INVOICE-RUN:2026-10 '
+	'ｉｎｖｏｉｃｅ-run:2026-10'
+	'ＩＮＶＯＩＣＥ－ＲＵＮ：２０２６－１０'
+	' invoice-run:2026-10　'
+	'iNvOiCe-RuN:2026-10'
+	'ⅰnvoice-run:2026-10'
+	'invoice-run:2026-10'
+	'INVOICE-RUN:2026-10'
+)
+
+START_SECONDS=$SECONDS
+SCRATCH=
+SERVER_STARTED=0
+DEMO_DB=
+ADMIN_DB=
+RUN_AS=()
+WORKER_PIDS=()
+USE_EXISTING=0
+if [ -n "${PGHOST:-}" ] || [ -n "${PGPORT:-}" ]; then
+	USE_EXISTING=1
+fi
+
+say()
+{
+	printf '%s\n' "$*"
+}
+
+die()
+{
+	printf '\ndemo: %s\n' "$*" >&2
+	exit 1
+}
+
+is_root()
+{
+	[ "$(id -u)" -eq 0 ]
+}
+
+now_usec()
+{
+	date +%s%6N
+}
+
+# Stop everything this run started, whatever way it ends: workers (by the
+# pids we recorded), the throwaway server, the demo database on a server we
+# were given, the scratch directory.
+cleanup()
+{
+	local rc=$? pid
+
+	trap - EXIT INT TERM
+	for pid in "${WORKER_PIDS[@]}"; do
+		kill -CONT "$pid" 2>/dev/null || true
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ "$SERVER_STARTED" = 1 ]; then
+		"${RUN_AS[@]}" "$PG_BINDIR/pg_ctl" -D "$SCRATCH/data" -m fast -w stop >/dev/null 2>&1 ||
+			"${RUN_AS[@]}" "$PG_BINDIR/pg_ctl" -D "$SCRATCH/data" -m immediate -w stop >/dev/null 2>&1 || true
+	fi
+	if [ "$USE_EXISTING" = 1 ] && [ -n "$DEMO_DB" ]; then
+		psql -X -q -d "$ADMIN_DB" -c "DROP DATABASE IF EXISTS \"$DEMO_DB\" WITH (FORCE)" >/dev/null 2>&1 ||
+			printf 'demo: could not drop database %s; drop it by hand\n' "$DEMO_DB" >&2
+	fi
+	if [ -n "$SCRATCH" ]; then
+		rm -rf "$SCRATCH"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- packages, build, install ---------------------------------------------
+
+# Debian packages this run needs: the client side always, the server side
+# only when we start our own server and install the extension.
+required_packages()
+{
+	printf '%s\n' gcc make pkg-config libpq-dev
+	if [ "$USE_EXISTING" = 0 ]; then
+		printf '%s\n' "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" libicu-dev
+	fi
+}
+
+missing_packages()
+{
+	local pkg
+
+	for pkg in $(required_packages); do
+		if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+			printf '%s ' "$pkg"
+		fi
+	done
+}
+
+ensure_packages()
+{
+	local missing
+
+	command -v dpkg-query >/dev/null 2>&1 || return 0
+	missing=$(missing_packages)
+	[ -z "$missing" ] && return 0
+	if ! is_root; then
+		die "missing Debian packages: $missing
+as root: apt-get update && apt-get install -y $missing"
+	fi
+	say "installing: $missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	missing=$(missing_packages)
+	[ -z "$missing" ] || die "still missing after apt-get: $missing"
+}
+
+# Build and install the extension into the PostgreSQL that pg_config names.
+build_and_install()
+{
+	local log=$SCRATCH/build.log pkglibdir
+
+	say "building the extension (make WERROR=1) ..."
+	if ! make -C "$ROOT" WERROR=1 -j"$(nproc)" >"$log" 2>&1; then
+		tail -n 30 "$log" >&2
+		die "the build failed (log above)"
+	fi
+	pkglibdir=$(pg_config --pkglibdir)
+	if is_root || [ -w "$pkglibdir" ]; then
+		if ! make -C "$ROOT" install >>"$log" 2>&1; then
+			tail -n 30 "$log" >&2
+			die "make install failed (log above)"
+		fi
+	elif [ ! -e "$pkglibdir/fencing.so" ] || [ ! -e "$(pg_config --sharedir)/extension/fencing.control" ]; then
+		die "fencing is not installed and $pkglibdir is not writable:
+run 'sudo make install' once, then 'make demo' again"
+	elif ! cmp -s "$ROOT/fencing.so" "$pkglibdir/fencing.so"; then
+		say "note: the installed fencing.so differs from this build; 'sudo make install' to demo this tree"
+	fi
+}
+
+# Compile the C clients of the demo and the example into the scratch dir.
+compile_examples()
+{
+	local src
+
+	mkdir -p "$SCRATCH/bin"
+	for src in invoice_worker correctness_lock; do
+		gcc -O2 -Wall -Wextra -Werror -I"$(pg_config --includedir)" \
+			"$ROOT/examples/$src.c" -L"$(pg_config --libdir)" -lpq \
+			-o "$SCRATCH/bin/$src" || die "could not compile examples/$src.c"
+	done
+	WORKER=$SCRATCH/bin/invoice_worker
+}
+
+# --- the server -------------------------------------------------------------
+
+# A port nobody listens on.  The server listens only on its private unix
+# socket, but a free number keeps the socket name unambiguous in messages.
+pick_port()
+{
+	local port
+
+	while :; do
+		port=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			printf '%s\n' "$port"
+			return
+		fi
+	done
+}
+
+# initdb and start a server of our own, as user postgres when we are root.
+start_throwaway_server()
+{
+	local port dbuser
+
+	port=$(pick_port)
+	if is_root; then
+		id postgres >/dev/null 2>&1 || die "user postgres does not exist (install postgresql-$PG_MAJOR)"
+		chown postgres: "$SCRATCH"
+		RUN_AS=(runuser -u postgres --)
+		dbuser=postgres
+	else
+		dbuser=$(id -un)
+	fi
+	"${RUN_AS[@]}" "$PG_BINDIR/initdb" -D "$SCRATCH/data" -U "$dbuser" --auth=trust \
+		--no-sync -E UTF8 --no-locale >"$SCRATCH/initdb.log" 2>&1 ||
+		{ cat "$SCRATCH/initdb.log" >&2; die "initdb failed"; }
+	cat >>"$SCRATCH/data/postgresql.conf" <<EOF
+shared_preload_libraries = 'fencing'
+listen_addresses = ''
+unix_socket_directories = '$SCRATCH'
+port = $port
+max_connections = 40
+log_min_messages = warning
+EOF
+	"${RUN_AS[@]}" "$PG_BINDIR/pg_ctl" -D "$SCRATCH/data" -l "$SCRATCH/server.log" -w -t 60 start \
+		>/dev/null 2>&1 || { cat "$SCRATCH/server.log" >&2; die "the server did not start"; }
+	SERVER_STARTED=1
+	export PGHOST=$SCRATCH PGPORT=$port PGUSER=$dbuser
+	ADMIN_DB=postgres
+	say "throwaway server: PostgreSQL $PG_MAJOR on socket $SCRATCH port $port, shared_preload_libraries = 'fencing'"
+}
+
+# Use the server the environment names: it must preload fencing.
+check_existing_server()
+{
+	local preload
+
+	ADMIN_DB=${PGDATABASE:-postgres}
+	preload=$(psql -X -At -d "$ADMIN_DB" -c 'SHOW shared_preload_libraries' 2>&1) ||
+		die "cannot connect to the server named by PGHOST/PGPORT: $preload"
+	if ! printf '%s\n' "$preload" | tr ',' '\n' | sed 's/^[ "]*//; s/[ "]*$//' | grep -qx fencing; then
+		die "the server at PGHOST=${PGHOST:-} PGPORT=${PGPORT:-} does not preload fencing
+(shared_preload_libraries = '$preload').  Add fencing to shared_preload_libraries in its
+postgresql.conf and restart it, or unset PGHOST and PGPORT to let the demo start its own server."
+	fi
+	say "using the server at PGHOST=${PGHOST:-} PGPORT=${PGPORT:-} (it preloads fencing)"
+}
+
+psql_demo()
+{
+	psql -X -q -v ON_ERROR_STOP=1 -d "$DEMO_DB" "$@"
+}
+
+# A database of our own, on either server, so we clean up exactly what we made.
+create_demo_database()
+{
+	if [ "$USE_EXISTING" = 1 ]; then
+		DEMO_DB=fencing_demo_$$
+	else
+		DEMO_DB=fencing_demo
+	fi
+	psql -X -q -v ON_ERROR_STOP=1 -d "$ADMIN_DB" -c "CREATE DATABASE \"$DEMO_DB\"" >/dev/null ||
+		{ DEMO_DB=; die "cannot create the demo database"; }
+	psql_demo -c 'CREATE EXTENSION fencing' >/dev/null
+	export PGDATABASE=$DEMO_DB
+}
+
+# A fresh ledger: five customers, and the fence on the accounts.
+setup_ledger()
+{
+	psql_demo >/dev/null <<'EOF'
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS billing CASCADE;
+CREATE SCHEMA billing;
+CREATE TABLE billing.accounts (
+	customer_id	integer PRIMARY KEY,
+	name		text NOT NULL,
+	monthly_fee	numeric(10,2) NOT NULL,
+	balance		numeric(10,2) NOT NULL DEFAULT 0,
+	fence		bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE billing.invoices (
+	invoice_id	bigserial PRIMARY KEY,
+	customer_id	integer NOT NULL REFERENCES billing.accounts,
+	period		text NOT NULL,
+	amount		numeric(10,2) NOT NULL,
+	token		bigint NOT NULL,
+	worker		text NOT NULL
+);
+INSERT INTO billing.accounts (customer_id, name, monthly_fee) VALUES
+	(1, 'Acme', 120.00), (2, 'Globex', 80.00), (3, 'Initech', 45.50),
+	(4, 'Umbrella', 300.00), (5, 'Hooli', 99.90);
+SELECT fencing.protect('billing.accounts');
+EOF
+}
+
+# --- the timeline -----------------------------------------------------------
+
+# The demo's own events go into the same file as the workers' lines.
+note()
+{
+	local file=$1 who=$2 event=$3 token=$4 text=$5
+
+	printf '%s\t%s\t%s\t%s\t%s\n' "$(now_usec)" "$who" "$event" "$token" "$text" >>"$file"
+}
+
+# Print a scene's events in time order, seconds since the scene began.
+print_timeline()
+{
+	local file=$1 t0=$2 skip=${3:-}
+
+	sort -t $'\t' -k1,1n "$file" |
+		awk -F'\t' -v t0="$t0" -v skip="$skip" '
+			$3 == skip { next }
+			{
+				tok = ($4 == "-") ? "" : "token " $4
+				printf "  %+7.3fs  %-6s %-22s %s\n", ($1 - t0) / 1e6, $2, tok, $5
+			}'
+}
+
+# Wait until FILE has at least N lines with EVENT (from WHO, if given).
+wait_for_events()
+{
+	local file=$1 event=$2 n=$3 who=${4:-} timeout_s=${5:-20} deadline
+
+	deadline=$((SECONDS + timeout_s))
+	while [ "$(awk -F'\t' -v e="$event" -v w="$who" '$3 == e && (w == "" || $2 == w)' "$file" | wc -l)" -lt "$n" ]; do
+		[ $SECONDS -lt $deadline ] || die "timed out waiting for $n '$event' events${who:+ from $who}"
+		sleep 0.05
+	done
+}
+
+# The single field of one event, e.g. the token of pod-A's "got" line.
+event_field()
+{
+	local file=$1 who=$2 event=$3 field=$4
+
+	awk -F'\t' -v e="$event" -v w="$who" -v f="$field" '$3 == e && $2 == w { print $f; exit }' "$file"
+}
+
+# Every customer billed exactly once, by the holder with token $1: one
+# invoice each, carrying that token, a balance of one monthly fee, and the
+# token as the row's fence.  Exit non-zero otherwise.
+check_ledger()
+{
+	local winner_token=$1 bad
+
+	say ""
+	say "  ledger:"
+	psql_demo -P footer=off <<'EOF' | sed 's/^/    /'
+SELECT a.customer_id AS id, a.name, a.monthly_fee, a.balance,
+       count(i.invoice_id) AS invoices,
+       coalesce(string_agg(i.worker || ' token ' || i.token, ', '), '-') AS billed_by,
+       a.fence
+  FROM billing.accounts a LEFT JOIN billing.invoices i USING (customer_id)
+ GROUP BY a.customer_id ORDER BY a.customer_id;
+EOF
+	bad=$(psql_demo -At -v tok="$winner_token" <<'EOF'
+SELECT count(*) FROM billing.accounts a
+ WHERE a.balance <> a.monthly_fee
+    OR a.fence <> :'tok'::bigint
+    OR (SELECT count(*) FROM billing.invoices i WHERE i.customer_id = a.customer_id) <> 1
+    OR EXISTS (SELECT FROM billing.invoices i
+                WHERE i.customer_id = a.customer_id AND i.token <> :'tok'::bigint);
+EOF
+)
+	if [ "$bad" != 0 ]; then
+		die "FAILED: $bad customer(s) not billed exactly once by token $winner_token"
+	fi
+	CUSTOMERS=$(psql_demo -At -c 'SELECT count(*) FROM billing.accounts')
+	say "  OK: all $CUSTOMERS customers billed exactly once, each invoice and fence carrying token $winner_token"
+}
+
+# --- scene 1: ten pods race -------------------------------------------------
+
+scene_race()
+{
+	local events=$SCRATCH/race.events i label t0 rc winners=0 busy=0 list
+	local -a pids=() labels=()
+
+	say ""
+	say "=== Scene 1: ten pods start the $PERIOD invoice run at the same moment ==="
+	say ""
+	say "  How each pod spells the lock, and what fencing makes of it:"
+	list=
+	for i in "${!SPELLINGS[@]}"; do
+		list+="${list:+,}($((i + 1)), \$s\$${SPELLINGS[$i]}\$s\$)"
+	done
+	psql_demo -P footer=off -c "
+		SELECT format('w%s', lpad(n::text, 2, '0')) AS pod,
+		       format('''%s''', s) AS spelling,
+		       fencing.normalize_name(s) AS canonical_name,
+		       fencing.lock_key(s) AS advisory_lock_key
+		  FROM (VALUES $list) AS v(n, s) ORDER BY n" | sed 's/^/    /'
+	setup_ledger
+	: >"$events"
+	t0=$(now_usec)
+	for i in "${!SPELLINGS[@]}"; do
+		label=$(printf 'w%02d' $((i + 1)))
+		"$WORKER" --worker "$label" --lock "${SPELLINGS[$i]}" --period "$PERIOD" \
+			--gate --step-ms 150 >>"$events" 2>>"$SCRATCH/workers.err" &
+		pids+=($!)
+		labels+=("$label")
+		WORKER_PIDS+=($!)
+	done
+	wait_for_events "$events" ready ${#SPELLINGS[@]}
+	note "$events" demo go - "all ${#SPELLINGS[@]} pods connected; SIGUSR1 to all: ask for the lock now"
+	kill -USR1 "${pids[@]}"
+	for i in "${!pids[@]}"; do
+		rc=0
+		wait "${pids[$i]}" || rc=$?
+		case $rc in
+			0) winners=$((winners + 1)); RACE_WINNER=${labels[$i]} ;;
+			2) busy=$((busy + 1)) ;;
+			*) cat "$SCRATCH/workers.err" >&2
+			   print_timeline "$events" "$t0"
+			   die "pod ${labels[$i]} failed (exit $rc)" ;;
+		esac
+	done
+	WORKER_PIDS=()
+
+	say ""
+	say "  timeline (seconds since the scene began):"
+	print_timeline "$events" "$t0" ready
+	if [ "$winners" != 1 ] || [ "$busy" != $((${#SPELLINGS[@]} - 1)) ]; then
+		die "FAILED: $winners pods billed and $busy saw the run busy (expected 1 and $((${#SPELLINGS[@]} - 1)))"
+	fi
+	[ "$(awk -F'\t' '$3 == "got"' "$events" | wc -l)" = 1 ] ||
+		die "FAILED: more than one pod got a token"
+	RACE_TOKEN=$(event_field "$events" "$RACE_WINNER" got 4)
+	RACE_PODS=${#SPELLINGS[@]}
+	RACE_SPELLINGS=$(printf '%s\n' "${SPELLINGS[@]}" | sort -u | wc -l)
+	RACE_BUSY=$busy
+	say ""
+	say "  $RACE_WINNER got the lock (token $RACE_TOKEN) and billed; the other $busy saw it busy and billed nothing."
+	check_ledger "$RACE_TOKEN"
+}
+
+# --- scene 2: the holder pauses past its lease ------------------------------
+
+# The backend pid a worker printed in its "ready" line.
+backend_pid_of()
+{
+	event_field "$1" "$2" ready 5 | sed -n 's/^backend pid \([0-9]*\);.*/\1/p'
+}
+
+scene_pause()
+{
+	local events=$SCRATCH/pause.events t0 pid_a pid_b backend_a rc_a=0 rc_b=0 held deadline
+	local token_a token_b stopped_at resumed_at
+
+	say ""
+	say "=== Scene 2: the pod holding the run freezes longer than its lease ==="
+	setup_ledger
+	: >"$events"
+	t0=$(now_usec)
+
+	"$WORKER" --worker pod-A --lock "$LOCK_NAME" --period "$PERIOD" --lease "$LEASE_TTL" \
+		--step-ms 400 --naive-resume >>"$events" 2>>"$SCRATCH/workers.err" &
+	pid_a=$!
+	WORKER_PIDS+=("$pid_a")
+	wait_for_events "$events" bill 2 pod-A
+	kill -STOP "$pid_a"
+	stopped_at=$(now_usec)
+	token_a=$(event_field "$events" pod-A got 4)
+	backend_a=$(backend_pid_of "$events" pod-A)
+	note "$events" demo stop - "SIGSTOP pod-A: frozen mid-run (a GC pause, a VM stall), its transaction open"
+	held=$(psql_demo -At -c "SELECT format('%s held by backend %s with token %s', name, pid, token)
+	                           FROM fencing.locks WHERE granted AND name = fencing.normalize_name('$LOCK_NAME')" 2>/dev/null || true)
+	[ -n "$held" ] && note "$events" demo view - "fencing.locks: $held"
+
+	# The server enforces the lease: idle in the transaction longer than the
+	# ttl, the session is ended and the lock goes with it.
+	deadline=$((SECONDS + 20))
+	while [ "$(psql_demo -At -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $backend_a")" != 0 ]; do
+		[ $SECONDS -lt $deadline ] || die "FAILED: the server did not end pod-A's session after its $LEASE_TTL lease"
+		sleep 0.1
+	done
+	note "$events" server ended - "ended pod-A's session (backend $backend_a): idle in its transaction longer than the $LEASE_TTL lease; the lock is free, pod-A's uncommitted bills are rolled back"
+
+	"$WORKER" --worker pod-B --lock 'Invoice-Run:2026-10' --period "$PERIOD" --lease "$LEASE_TTL" \
+		--step-ms 100 >>"$events" 2>>"$SCRATCH/workers.err" &
+	pid_b=$!
+	WORKER_PIDS+=("$pid_b")
+	wait "$pid_b" || rc_b=$?
+	[ "$rc_b" = 0 ] || { cat "$SCRATCH/workers.err" >&2; print_timeline "$events" "$t0"; die "pod-B did not bill (exit $rc_b)"; }
+	token_b=$(event_field "$events" pod-B got 4)
+
+	note "$events" demo cont - "SIGCONT pod-A: it wakes up believing it still holds the run"
+	resumed_at=$(now_usec)
+	kill -CONT "$pid_a"
+	wait "$pid_a" || rc_a=$?
+	WORKER_PIDS=()
+
+	say ""
+	say "  timeline (seconds since the scene began):"
+	print_timeline "$events" "$t0"
+	say ""
+	if [ -z "$token_a" ] || [ -z "$token_b" ] || [ "$token_b" -le "$token_a" ]; then
+		die "FAILED: pod-B's token ($token_b) is not above pod-A's ($token_a)"
+	fi
+	if [ "$rc_a" != 3 ] || ! grep -q $'\tpod-A\trejected\t.*SQLSTATE FN001' "$events"; then
+		cat "$SCRATCH/workers.err" >&2
+		die "FAILED: pod-A's stale write was not rejected with FN001 (exit $rc_a)"
+	fi
+	say "  pod-A's token $token_a < pod-B's token $token_b: pod-A's late write was rejected (FN001); pod-B's bills stand."
+	PAUSE_TOKEN_A=$token_a
+	PAUSE_TOKEN_B=$token_b
+	PAUSE_SECONDS=$(awk -v a="$stopped_at" -v b="$resumed_at" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+	check_ledger "$token_b"
+}
+
+# --- the design block ---------------------------------------------------------
+
+print_design()
+{
+	cat <<EOF
+
+## Coordination design: nightly invoice run ($LOCK_NAME)
+**Failure being prevented:** Two pods run the nightly invoice job and customers get billed twice.
+**Lock type:** correctness (a second run bills every customer again; duplicate work corrupts the ledger).
+**Mechanism:** lease + fence: the run's transaction takes fencing.lease('$LOCK_NAME', ttl); every write to billing.accounts carries the lease's token (fence = token), and the invoice line goes in the same statement.
+**Store:** Postgres, the database that holds the ledger (fencing extension: a transaction-scoped advisory lock on fencing.lock_key(name), names normalised for case, width and white space).
+**TTL and renewal:** ttl $LEASE_TTL in this demo (in production: longer than the worst pause plus one step of work, e.g. 5 min); every statement renews it; the job calls fencing.held_token before each customer and never lets a third of the ttl pass without a statement. When the check fails or the session is gone, the job stops; it never reconnects to carry on with its old token.
+**Fencing:** token from fencing.lease (cluster-wide, strictly increasing, durable); checked at the resource by the fencing.reject_stale trigger on billing.accounts.fence (fencing.protect); a stale write fails with SQLSTATE FN001 and the job stops without retrying.
+**Tests:** concurrency: $RACE_PODS processes, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy, each customer billed once. Expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS}s against a $LEASE_TTL ttl; the server ended its session; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's resumed write was rejected with FN001; each customer billed once. Release: the lock ends with its transaction, so there is no release call that could free another holder's lock. Regression: make test (test/t/090_examples.pl runs examples/correctness_lock.c and .py).
+EOF
+}
+
+# --- main -----------------------------------------------------------------------
+
+SCRATCH=$(mktemp -d /tmp/fencing-demo.XXXXXX)
+chmod 755 "$SCRATCH"
+
+ensure_packages
+if [ "$USE_EXISTING" = 0 ]; then
+	build_and_install
+fi
+compile_examples
+if [ "$USE_EXISTING" = 0 ]; then
+	start_throwaway_server
+else
+	check_existing_server
+fi
+create_demo_database
+
+scene_race
+scene_pause
+print_design
+
+say ""
+say "demo finished in $((SECONDS - START_SECONDS)) s; stopping the server and removing $SCRATCH"

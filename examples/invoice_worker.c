@@ -1,0 +1,664 @@
+/*-------------------------------------------------------------------------
+ *
+ * invoice_worker.c
+ *		One pod of the nightly invoice job, as a libpq client of fencing.
+ *
+ * This is the worker that examples/demo.sh starts ten times over to play the
+ * guide's failure sentence: "two pods run the nightly invoice job and
+ * customers get billed twice".  Each run:
+ *
+ *	1. connects and (with --gate) waits for SIGUSR1, so that every pod asks
+ *	   for the lock at the same instant;
+ *	2. in one transaction takes the correctness lock for the run with
+ *	   fencing.try_lock(name), or fencing.lease(name, ttl) for a lease the
+ *	   server enforces, and gets a fence token; NULL means another pod has
+ *	   the run and this one exits;
+ *	3. bills every customer: before each side effect it checks
+ *	   fencing.held_token(name), then updates billing.accounts with
+ *	   fence = token (the fencing.reject_stale trigger refuses a token below
+ *	   the row's fence) and inserts the invoice line in the same statement;
+ *	4. commits.
+ *
+ * With --naive-resume the worker behaves like a pod that was paused and
+ * does not know it lost its lease: when its session turns out to be gone it
+ * reconnects and carries on writing its pending bill with the token it
+ * already has.  The fence at the resource is what stops it: the write fails
+ * with SQLSTATE FN001, and the worker stops for good (a stale holder must
+ * never retry).  Without --naive-resume a lost session simply ends the run,
+ * which is what a real job should do.
+ *
+ * Output: one event per line on stdout, tab-separated, for the driver to
+ * assemble into a timeline:
+ *		microseconds-since-epoch  worker  event  token|-  text
+ * Events: ready, got, busy, bill, commit, lost, resume, rejected, stop, error.
+ *
+ * Exit status: 0 billed and committed, 2 busy, 3 stale write rejected
+ * (FN001), 4 lost the lock and stopped, 1 anything else.
+ *
+ * Connection parameters come from the usual PG* environment variables (or
+ * --dsn).  Build:
+ *		gcc -Wall -Wextra -I"$(pg_config --includedir)" invoice_worker.c \
+ *			-L"$(pg_config --libdir)" -lpq -o invoice_worker
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		examples/invoice_worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#define EXIT_BILLED		0
+#define EXIT_FAILED		1
+#define EXIT_BUSY		2
+#define EXIT_STALE		3
+#define EXIT_LOST		4
+
+#define MAX_CUSTOMERS	64
+#define STALE_SQLSTATE	"FN001"
+
+typedef struct Customer
+{
+	char		id[16];
+	char		name[64];
+	int			billed;			/* billed in the current transaction */
+} Customer;
+
+typedef struct WorkerOptions
+{
+	const char *worker;			/* label in the timeline, e.g. "w03" */
+	const char *lock_name;		/* as this pod spells it */
+	const char *period;			/* billing period, e.g. "2026-10" */
+	const char *lease_ttl;		/* NULL: fencing.try_lock; else a lease */
+	const char *dsn;			/* NULL: PG* environment */
+	int			step_ms;		/* pause between customers (work time) */
+	int			gate;			/* wait for SIGUSR1 before asking */
+	int			naive_resume;	/* play the stale pod after losing the session */
+} WorkerOptions;
+
+static WorkerOptions opts;
+static Customer customers[MAX_CUSTOMERS];
+static int	ncustomers = 0;
+static char token[32] = "-";
+
+static volatile sig_atomic_t gate_opened = 0;
+
+/*
+ * Print one event line stamped with "at" (microseconds since the epoch).
+ * The line is formatted first and written with one fputs+fflush, so lines
+ * of concurrent workers that share one file opened for appending never
+ * interleave.
+ */
+static void
+report_va(const char *at, const char *event, const char *fmt, va_list args)
+{
+	char		text[1024];
+	char		line[1400];
+	char	   *p;
+
+	vsnprintf(text, sizeof(text), fmt, args);
+	/* keep one event on one line: server messages may contain newlines */
+	for (p = text; *p; p++)
+		if (*p == '\n' || *p == '\t')
+			*p = ' ';
+	snprintf(line, sizeof(line), "%s\t%s\t%s\t%s\t%s\n",
+			 at, opts.worker, event, token, text);
+	fputs(line, stdout);
+	fflush(stdout);
+}
+
+/*
+ * Report an event that happened now, by this process's clock.
+ */
+static void
+report(const char *event, const char *fmt,...)
+{
+	struct timeval now;
+	char		at[32];
+	va_list		args;
+
+	gettimeofday(&now, NULL);
+	snprintf(at, sizeof(at), "%lld%06ld", (long long) now.tv_sec, (long) now.tv_usec);
+	va_start(args, fmt);
+	report_va(at, event, fmt, args);
+	va_end(args);
+}
+
+/*
+ * Report an event at a time the server measured.  The lock outcomes use
+ * the server's clock: a winner whose process is scheduled late must not
+ * appear in the timeline after the pods that found its lock busy.
+ */
+static void
+report_at(const char *at, const char *event, const char *fmt,...)
+{
+	va_list		args;
+
+	va_start(args, fmt);
+	report_va(at, event, fmt, args);
+	va_end(args);
+}
+
+/*
+ * The first line of a libpq error message, without "ERROR:  " noise, for
+ * one-line timeline entries.
+ */
+static const char *
+first_line(const char *msg, char *buf, size_t len)
+{
+	size_t		n;
+
+	if (msg == NULL)
+		msg = "";
+	while (*msg == ' ' || *msg == '\n')
+		msg++;
+	n = strcspn(msg, "\n");
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, msg, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/*
+ * Sleep in milliseconds; nanosleep restarts after a stop/continue, so a
+ * SIGSTOP from the driver lengthens the pause exactly as a GC pause would.
+ */
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (long) (ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/*
+ * Connect with the worker's label as application_name, so that the demo's
+ * operator can recognise the pods in pg_stat_activity and fencing.locks.
+ */
+static PGconn *
+connect_worker(void)
+{
+	const char *keywords[] = {"dbname", "application_name", NULL};
+	const char *values[] = {opts.dsn ? opts.dsn : "", opts.worker, NULL};
+	PGconn	   *conn;
+
+	conn = PQconnectdbParams(keywords, values, 1);
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		char		buf[512];
+
+		report("error", "cannot connect: %s",
+			   first_line(PQerrorMessage(conn), buf, sizeof(buf)));
+		PQfinish(conn);
+		exit(EXIT_FAILED);
+	}
+	return conn;
+}
+
+/*
+ * Run a command that must succeed (BEGIN, ROLLBACK, the customer list);
+ * anything else here is a setup problem, not part of the scenario.
+ */
+static PGresult *
+exec_or_die(PGconn *conn, const char *sql, int nparams, const char *const *params,
+			ExecStatusType expected)
+{
+	PGresult   *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != expected)
+	{
+		char		buf[512];
+
+		report("error", "%s failed: %s", sql,
+			   first_line(PQerrorMessage(conn), buf, sizeof(buf)));
+		exit(EXIT_FAILED);
+	}
+	return res;
+}
+
+/*
+ * Read the customers to bill.  This happens before the lock is taken, as a
+ * real job reads its input, and it is not a side effect.
+ */
+static void
+load_customers(PGconn *conn)
+{
+	PGresult   *res;
+	int			i;
+
+	res = exec_or_die(conn,
+					  "SELECT customer_id, name FROM billing.accounts ORDER BY customer_id",
+					  0, NULL, PGRES_TUPLES_OK);
+	for (i = 0; i < PQntuples(res) && i < MAX_CUSTOMERS; i++)
+	{
+		snprintf(customers[i].id, sizeof(customers[i].id), "%s", PQgetvalue(res, i, 0));
+		snprintf(customers[i].name, sizeof(customers[i].name), "%s", PQgetvalue(res, i, 1));
+		customers[i].billed = 0;
+	}
+	ncustomers = i;
+	PQclear(res);
+}
+
+/*
+ * SIGUSR1 handler for the start gate: only sets a flag.
+ */
+static void
+open_gate(int signo)
+{
+	(void) signo;
+	gate_opened = 1;
+}
+
+/*
+ * Block until the driver sends SIGUSR1.  The signal is blocked before the
+ * "ready" line goes out, so a signal that arrives before sigsuspend is kept
+ * pending rather than lost.
+ */
+static void
+wait_at_gate(PGconn *conn)
+{
+	struct sigaction sa;
+	sigset_t	block,
+				old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = open_gate;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &block, &old);
+
+	report("ready", "backend pid %d; will ask for '%s'", PQbackendPID(conn),
+		   opts.lock_name);
+
+	if (opts.gate)
+	{
+		while (!gate_opened)
+			sigsuspend(&old);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/*
+ * Tell who holds the run when our try was refused: fencing.locks names the
+ * holder's pid and token.  The holder appears in the view a moment after
+ * its lock is granted, so look a few times.  Purely informative: errors
+ * are ignored.
+ */
+static void
+report_busy(PGconn *conn, const char *at)
+{
+	const char *params[1] = {opts.lock_name};
+	PGresult   *res = NULL;
+	int			attempt;
+
+	for (attempt = 0; attempt < 5; attempt++)
+	{
+		if (attempt > 0)
+			sleep_ms(10);
+		PQclear(res);
+		res = PQexecParams(conn,
+						   "SELECT pid, token FROM fencing.locks"
+						   " WHERE key = fencing.lock_key($1) AND granted LIMIT 1",
+						   1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+			break;
+	}
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		report_at(at, "busy", "'%s' is busy: held by backend %s with token %s; not billing",
+				  opts.lock_name, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	else
+		report_at(at, "busy", "'%s' is busy: another pod holds the run; not billing",
+				  opts.lock_name);
+	PQclear(res);
+}
+
+/*
+ * Take the lock (or lease) in the open transaction.  Returns 1 when granted
+ * and stores the fence token, 0 when another transaction holds it.
+ *
+ * "at" receives a server-side time for the timeline: for a grant, the
+ * "since" of our row in fencing.locks, which is no later than the grant, so
+ * a winner that is scheduled late (say, while its backend flushes a token
+ * reservation) still shows before the pods that found its lock busy; for a
+ * refusal, the server's clock just after the attempt.
+ */
+static int
+take_lock(PGconn *conn, char *at, size_t at_len)
+{
+	const char *params[2] = {opts.lock_name, opts.lease_ttl};
+	char		sql[512];
+	PGresult   *res;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT t.token,"
+			 " (extract(epoch FROM coalesce("
+			 "   (SELECT l.since FROM fencing.locks l"
+			 "     WHERE t.token IS NOT NULL AND l.granted"
+			 "       AND l.pid = pg_backend_pid() AND l.key = fencing.lock_key($1)),"
+			 "   clock_timestamp())) * 1000000)::bigint"
+			 " FROM %s AS t(token)",
+			 opts.lease_ttl ? "fencing.lease($1, $2::interval)" : "fencing.try_lock($1)");
+	res = exec_or_die(conn, sql, opts.lease_ttl ? 2 : 1, params, PGRES_TUPLES_OK);
+	snprintf(at, at_len, "%s", PQgetvalue(res, 0, 1));
+	if (PQgetisnull(res, 0, 0))
+	{
+		PQclear(res);
+		return 0;
+	}
+	snprintf(token, sizeof(token), "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 1;
+}
+
+/*
+ * The check before each side effect: does this transaction still hold the
+ * lock, with our token?  Returns 1 if so.  (It also renews a lease, since
+ * any statement resets the idle-in-transaction timer.)
+ */
+static int
+still_holder(PGconn *conn, PGresult **failed)
+{
+	const char *params[1] = {opts.lock_name};
+	PGresult   *res;
+	int			ok;
+
+	res = PQexecParams(conn, "SELECT fencing.held_token($1)",
+					   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		*failed = res;
+		return 0;
+	}
+	ok = !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), token) == 0;
+	PQclear(res);
+	*failed = NULL;
+	return ok;
+}
+
+/*
+ * Bill one customer: raise the balance, stamp the row's fence with our
+ * token and write the invoice line, in one statement.  The fence trigger on
+ * billing.accounts rejects the statement if a newer token already billed
+ * the row; the invoice line, in the same statement, goes with it.
+ * Returns the result for the caller to classify.
+ */
+static PGresult *
+bill_customer(PGconn *conn, const Customer *c, char *amount, size_t amount_len)
+{
+	const char *params[4] = {token, c->id, opts.period, opts.worker};
+	PGresult   *res;
+
+	res = PQexecParams(conn,
+					   "WITH billed AS ("
+					   "  UPDATE billing.accounts"
+					   "     SET balance = balance + monthly_fee, fence = $1::bigint"
+					   "   WHERE customer_id = $2::int"
+					   "  RETURNING customer_id, monthly_fee)"
+					   " INSERT INTO billing.invoices (customer_id, period, amount, token, worker)"
+					   " SELECT customer_id, $3, monthly_fee, $1::bigint, $4 FROM billed"
+					   " RETURNING amount",
+					   4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
+		snprintf(amount, amount_len, "%s", PQgetvalue(res, 0, 0));
+	return res;
+}
+
+/*
+ * Classify a failed statement: SQLSTATE FN001 means a newer holder has
+ * written the resource, so this pod must stop and never retry; a dead
+ * connection means the session (and with it the lock) is gone.
+ * Returns the exit status the worker should end with, or -1 if the
+ * connection is lost and the caller may decide what to do.
+ */
+static int
+classify_failure(PGconn *conn, PGresult *res)
+{
+	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	char		buf[512];
+
+	if (sqlstate && strcmp(sqlstate, STALE_SQLSTATE) == 0)
+	{
+		const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+		const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+		report("rejected", "REJECTED by the fence, SQLSTATE %s: %s%s%s%s%s",
+			   sqlstate,
+			   PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),
+			   detail ? " | DETAIL: " : "", detail ? detail : "",
+			   hint ? " | HINT: " : "", hint ? hint : "");
+		return EXIT_STALE;
+	}
+	if (PQstatus(conn) == CONNECTION_BAD)
+	{
+		report("lost", "its session is gone: %s",
+			   first_line(PQerrorMessage(conn), buf, sizeof(buf)));
+		return -1;
+	}
+	report("error", "SQLSTATE %s: %s", sqlstate ? sqlstate : "?",
+		   first_line(PQresultErrorMessage(res), buf, sizeof(buf)));
+	return EXIT_FAILED;
+}
+
+/*
+ * Play the paused pod after its session was ended: reconnect and write the
+ * pending bill with the token it still has, without taking the lock again
+ * (it believes it holds it).  The fence must reject the first write.
+ */
+static int
+resume_naively(void)
+{
+	PGconn	   *conn = connect_worker();
+	int			i;
+
+	report("resume", "reconnected as backend %d; resumes its pending bill with its old token",
+		   PQbackendPID(conn));
+	PQclear(exec_or_die(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	for (i = 0; i < ncustomers; i++)
+	{
+		char		amount[32] = "";
+		PGresult   *res = bill_customer(conn, &customers[i], amount, sizeof(amount));
+
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			int			status = classify_failure(conn, res);
+
+			PQclear(res);
+			PQclear(PQexec(conn, "ROLLBACK"));
+			PQfinish(conn);
+			if (status == EXIT_STALE)
+				report("stop", "stops: a newer holder exists; no retry, nothing of its bill was written");
+			return status < 0 ? EXIT_LOST : status;
+		}
+		report("bill", "billed %s %s (fence = own token) -- the fence let a stale write through!",
+			   customers[i].name, amount);
+		PQclear(res);
+	}
+	PQclear(exec_or_die(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	report("commit", "COMMIT of a stale bill: customers are billed twice");
+	PQfinish(conn);
+	return EXIT_BILLED;
+}
+
+/*
+ * Bill every customer under the lock, checking the lock before each side
+ * effect, and commit.
+ */
+static int
+run_billing(PGconn *conn)
+{
+	PGresult   *res;
+	int			i;
+
+	for (i = 0; i < ncustomers; i++)
+	{
+		char		amount[32] = "";
+		PGresult   *failed;
+
+		if (i > 0 && opts.step_ms > 0)
+			sleep_ms(opts.step_ms);
+
+		if (!still_holder(conn, &failed))
+		{
+			int			status;
+
+			if (failed == NULL)
+			{
+				report("stop", "fencing.held_token no longer returns its token: stops");
+				return EXIT_LOST;
+			}
+			status = classify_failure(conn, failed);
+			PQclear(failed);
+			if (status >= 0)
+				return status;
+			return opts.naive_resume ? resume_naively() : EXIT_LOST;
+		}
+
+		res = bill_customer(conn, &customers[i], amount, sizeof(amount));
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			int			status = classify_failure(conn, res);
+
+			PQclear(res);
+			if (status >= 0)
+				return status;
+			return opts.naive_resume ? resume_naively() : EXIT_LOST;
+		}
+		PQclear(res);
+		customers[i].billed = 1;
+		report("bill", "held_token ok; billed %s %s with fence = token: accepted, no newer token on the row (uncommitted)",
+			   customers[i].name, amount);
+	}
+
+	if (opts.step_ms > 0)
+		sleep_ms(opts.step_ms);
+	res = PQexec(conn, "COMMIT");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		int			status = classify_failure(conn, res);
+
+		PQclear(res);
+		if (status >= 0)
+			return status;
+		return opts.naive_resume ? resume_naively() : EXIT_LOST;
+	}
+	PQclear(res);
+	report("commit", "COMMIT accepted: %d invoices; every account's fence is now this token",
+		   ncustomers);
+	return EXIT_BILLED;
+}
+
+/*
+ * Explain the command line.
+ */
+static void
+usage(const char *progname)
+{
+	fprintf(stderr,
+			"usage: %s --worker LABEL --lock NAME [--period P] [--lease TTL]\n"
+			"          [--step-ms N] [--gate] [--naive-resume] [--dsn CONNINFO]\n",
+			progname);
+	exit(EXIT_FAILED);
+}
+
+/*
+ * Parse options, connect, take the lock and bill.
+ */
+int
+main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{"worker", required_argument, NULL, 'w'},
+		{"lock", required_argument, NULL, 'l'},
+		{"period", required_argument, NULL, 'p'},
+		{"lease", required_argument, NULL, 't'},
+		{"step-ms", required_argument, NULL, 's'},
+		{"gate", no_argument, NULL, 'g'},
+		{"naive-resume", no_argument, NULL, 'n'},
+		{"dsn", required_argument, NULL, 'd'},
+		{NULL, 0, NULL, 0}
+	};
+	PGconn	   *conn;
+	char		at[32];
+	int			c;
+	int			status;
+
+	opts.worker = "worker";
+	opts.period = "2026-10";
+	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'w':
+				opts.worker = optarg;
+				break;
+			case 'l':
+				opts.lock_name = optarg;
+				break;
+			case 'p':
+				opts.period = optarg;
+				break;
+			case 't':
+				opts.lease_ttl = optarg;
+				break;
+			case 's':
+				opts.step_ms = atoi(optarg);
+				break;
+			case 'g':
+				opts.gate = 1;
+				break;
+			case 'n':
+				opts.naive_resume = 1;
+				break;
+			case 'd':
+				opts.dsn = optarg;
+				break;
+			default:
+				usage(argv[0]);
+		}
+	}
+	if (opts.lock_name == NULL || optind != argc)
+		usage(argv[0]);
+
+	conn = connect_worker();
+	load_customers(conn);
+	wait_at_gate(conn);
+
+	PQclear(exec_or_die(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	if (!take_lock(conn, at, sizeof(at)))
+	{
+		report_busy(conn, at);
+		PQclear(exec_or_die(conn, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK));
+		PQfinish(conn);
+		return EXIT_BUSY;
+	}
+	if (opts.lease_ttl)
+		report_at(at, "got", "fencing.lease('%s', '%s') granted: token %s", opts.lock_name,
+				  opts.lease_ttl, token);
+	else
+		report_at(at, "got", "fencing.try_lock('%s') granted: token %s", opts.lock_name,
+				  token);
+
+	status = run_billing(conn);
+	PQfinish(conn);
+	return status;
+}
