@@ -1,0 +1,328 @@
+# shellcheck shell=bash
+# test/lib/suites.sh -- the four test suites of test/run_all.sh (sourced)
+#
+# Each run_* function runs one suite from the scratch copy $COPY as the test
+# user, prints its output, and calls record_result with what it counted.
+# A suite that cannot even start (a server that does not come up, a tool
+# that crashes before reporting) counts as one failure, never as zero.
+
+# Seconds before a stuck suite or TAP file is killed.
+SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-900}
+TAP_FILE_TIMEOUT=${FENCING_TAP_TIMEOUT:-600}
+
+# Count pg_regress / pg_isolation_regress results in an output file.
+# Understands the PostgreSQL 15 format
+#   test tokens                   ... ok           31 ms
+#        locks                    ... FAILED       12 ms      (parallel group)
+#   test foo                      ... failed (ignored)
+# and the TAP-like format of PostgreSQL 16 and later
+#   ok 1         - tokens                                    31 ms
+#   not ok 2     + locks                                     12 ms
+# Prints "passed failed".
+count_regress_output()
+{
+	awk '
+		/^(test |     )[[:space:]]*[^[:space:]]+[[:space:]]+\.\.\.[[:space:]]+ok([[:space:]]|$)/ { passed++; next }
+		/^(test |     )[[:space:]]*[^[:space:]]+[[:space:]]+\.\.\.[[:space:]]+(FAILED|failed)/ { failed++; next }
+		/^ok [0-9]+[[:space:]]+[-+][[:space:]]/ { passed++; next }
+		/^not ok [0-9]+[[:space:]]+[-+][[:space:]]/ { failed++; next }
+		END { printf "%d %d\n", passed, failed }
+	' "$1"
+}
+
+# Count TAP assertions in prove/pg_prove verbose output: top-level
+# "ok N" / "not ok N" lines (subtest lines are indented and are summed into
+# their parent).  "# SKIP" and "# TODO" lines count as skipped: neither a
+# pass nor a failure.  Prints "passed failed skipped".
+count_tap_output()
+{
+	awk '
+		{
+			line = $0
+			# prove -v prints the first result on the "file .. " line
+			sub(/^[^[:space:]].* \.\. /, "", line)
+		}
+		line ~ /^(not )?ok [0-9]+/ && line ~ /#[[:space:]]*(SKIP|skip|Skip|TODO|todo|Todo)/ { skipped++; next }
+		line ~ /^ok [0-9]+/ { passed++; next }
+		line ~ /^not ok [0-9]+/ { failed++; next }
+		END { printf "%d %d %d\n", passed, failed, skipped }
+	' "$1"
+}
+
+# pg_regress stops the whole run when a test has no expected file, so such
+# tests are counted as failures up front and left out.  NAME_1.out and the
+# like are alternatives pg_regress accepts as well.
+has_expected()
+{
+	local dir=$1 name=$2 f
+
+	for f in "$dir/$name.out" "$dir/$name"_[0-9].out; do
+		[ -e "$f" ] && return 0
+	done
+	return 1
+}
+
+without_expected()
+{
+	local dir=$1 name missing=()
+
+	shift
+	for name in "$@"; do
+		has_expected "$dir" "$name" || missing+=("$name")
+	done
+	echo "${missing[*]}"
+}
+
+with_expected()
+{
+	local dir=$1 name
+
+	shift
+	for name in "$@"; do
+		if has_expected "$dir" "$name"; then
+			echo "$name"
+		fi
+	done
+	return 0
+}
+
+# (a) pg_regress on sql/*.sql against expected/*.out.
+run_regress()
+{
+	local tests=("$@") out=$SCRATCH/regress rc=0 passed failed
+
+	if [ ${#tests[@]} -eq 0 ]; then
+		local f
+		for f in "$COPY"/sql/*.sql; do
+			[ -e "$f" ] && tests+=("$(basename "$f" .sql)")
+		done
+	fi
+	if [ ${#tests[@]} -eq 0 ]; then
+		log "regress: no sql/*.sql files, skipped"
+		return 0
+	fi
+
+	section "regress: ${tests[*]}"
+	local missing_expected
+	missing_expected=$(without_expected "$COPY/expected" "${tests[@]}")
+	if [ -n "$missing_expected" ]; then
+		log "regress: no expected output for: $missing_expected (each counted as a failure)"
+		record_result regress 0 "$(wc -w <<<"$missing_expected")"
+		mapfile -t tests < <(with_expected "$COPY/expected" "${tests[@]}")
+		[ ${#tests[@]} -gt 0 ] || return 0
+	fi
+	as_test_user mkdir -p "$out"
+	(cd "$COPY" && as_test_user timeout -k 30 "$SUITE_TIMEOUT" \
+		"$PG_REGRESS_BIN" \
+		--temp-instance="$out/tmp_instance" \
+		--temp-config="$COPY/test/regress.conf" \
+		--load-extension=fencing \
+		--inputdir=. \
+		--outputdir="$out" \
+		--bindir="$PG_BINDIR" \
+		--dbname=contrib_regression \
+		"${tests[@]}") >"$out.log" 2>&1 || rc=$?
+	cat "$out.log"
+
+	read -r passed failed < <(count_regress_output "$out.log")
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		log "regress: pg_regress exited with status $rc before reporting a failure"
+		failed=1
+	fi
+	if [ "$failed" -gt 0 ]; then
+		if [ -s "$out/regression.diffs" ]; then
+			log "--- regression.diffs (first 300 lines) ---"
+			head -n 300 "$out/regression.diffs"
+		fi
+		if [ -f "$out/log/postmaster.log" ]; then
+			log "--- tail of postmaster.log ---"
+			tail -n 40 "$out/log/postmaster.log"
+		fi
+	fi
+	record_result regress "$passed" "$failed"
+}
+
+# (b) pg_isolation_regress on test/isolation/specs/*.spec.
+run_isolation()
+{
+	local tests=("$@") out=$SCRATCH/isolation rc=0 passed failed
+
+	if [ ${#tests[@]} -eq 0 ]; then
+		local f
+		for f in "$COPY"/test/isolation/specs/*.spec; do
+			[ -e "$f" ] && tests+=("$(basename "$f" .spec)")
+		done
+	fi
+	if [ ${#tests[@]} -eq 0 ]; then
+		log "isolation: no test/isolation/specs/*.spec files, skipped"
+		return 0
+	fi
+
+	section "isolation: ${tests[*]}"
+	local missing_expected
+	missing_expected=$(without_expected "$COPY/test/isolation/expected" "${tests[@]}")
+	if [ -n "$missing_expected" ]; then
+		log "isolation: no expected output for: $missing_expected (each counted as a failure)"
+		record_result isolation 0 "$(wc -w <<<"$missing_expected")"
+		mapfile -t tests < <(with_expected "$COPY/test/isolation/expected" "${tests[@]}")
+		[ ${#tests[@]} -gt 0 ] || return 0
+	fi
+	as_test_user mkdir -p "$out"
+	(cd "$COPY" && as_test_user timeout -k 30 "$SUITE_TIMEOUT" \
+		"$PG_ISOLATION_BIN" \
+		--temp-instance="$out/tmp_instance" \
+		--temp-config="$COPY/test/regress.conf" \
+		--load-extension=fencing \
+		--inputdir=test/isolation \
+		--outputdir="$out" \
+		--bindir="$PG_BINDIR" \
+		"${tests[@]}") >"$out.log" 2>&1 || rc=$?
+	cat "$out.log"
+
+	read -r passed failed < <(count_regress_output "$out.log")
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		log "isolation: pg_isolation_regress exited with status $rc before reporting a failure"
+		failed=1
+	fi
+	if [ "$failed" -gt 0 ]; then
+		if [ -s "$out/regression.diffs" ]; then
+			log "--- regression.diffs (first 300 lines) ---"
+			head -n 300 "$out/regression.diffs"
+		fi
+		if [ -f "$out/log/postmaster.log" ]; then
+			log "--- tail of postmaster.log ---"
+			tail -n 40 "$out/log/postmaster.log"
+		fi
+	fi
+	record_result isolation "$passed" "$failed"
+}
+
+# (c) pgTAP: one throwaway server; every file gets a fresh database cloned
+# from a template that has pgtap and fencing installed.
+run_pgtap()
+{
+	local files=("$@") dir=$SCRATCH/pgtap port f db rc passed failed skipped
+
+	if [ ${#files[@]} -eq 0 ]; then
+		for f in "$COPY"/test/pgtap/*.sql; do
+			[ -e "$f" ] && files+=("test/pgtap/$(basename "$f")")
+		done
+	fi
+	if [ ${#files[@]} -eq 0 ]; then
+		log "pgtap: no test/pgtap/*.sql files, skipped"
+		return 0
+	fi
+
+	section "pgtap: ${files[*]}"
+	port=$(free_port)
+	as_test_user mkdir -p "$dir"
+	if ! as_test_user initdb -D "$dir/data" -A trust -U "$TEST_USER" -E UTF8 \
+		--no-instructions >"$dir/initdb.log" 2>&1; then
+		cat "$dir/initdb.log"
+		record_result pgtap 0 1
+		return 0
+	fi
+	as_test_user sh -c "cat >> '$dir/data/postgresql.conf'" <<EOF
+port = $port
+listen_addresses = ''
+unix_socket_directories = '$dir'
+fsync = off
+include '$COPY/test/regress.conf'
+EOF
+	if ! as_test_user pg_ctl -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+		>/dev/null 2>&1; then
+		log "pgtap: the server did not start"
+		tail -n 40 "$dir/server.log" || true
+		record_result pgtap 0 1
+		return 0
+	fi
+
+	local psql=(psql -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port")
+	if ! as_test_user "${psql[@]}" -d postgres -c "CREATE DATABASE tap_template" ||
+		! as_test_user "${psql[@]}" -d tap_template \
+			-c "CREATE EXTENSION pgtap" -c "CREATE EXTENSION fencing"; then
+		log "pgtap: could not prepare the template database"
+		tail -n 40 "$dir/server.log" || true
+		as_test_user pg_ctl -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+		record_result pgtap 0 1
+		return 0
+	fi
+
+	for f in "${files[@]}"; do
+		db="tap_$(basename "$f" .sql | tr -c 'a-zA-Z0-9_\n' '_')"
+		rc=0
+		as_test_user "${psql[@]}" -d postgres \
+			-c "CREATE DATABASE \"$db\" TEMPLATE tap_template" || rc=$?
+		if [ "$rc" -eq 0 ]; then
+			(cd "$COPY" && as_test_user timeout -k 30 "$SUITE_TIMEOUT" \
+				pg_prove --verbose -h "$dir" -p "$port" -d "$db" "$f") \
+				>"$dir/$db.log" 2>&1 || rc=$?
+		else
+			echo "could not create database $db" >"$dir/$db.log"
+		fi
+		cat "$dir/$db.log"
+		read -r passed failed skipped < <(count_tap_output "$dir/$db.log")
+		if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+			log "pgtap: $f failed (exit status $rc) without a failing assertion: counted as one failure"
+			failed=1
+		fi
+		if [ $((passed + failed)) -eq 0 ]; then
+			log "pgtap: $f ran no assertion: counted as one failure"
+			failed=1
+		fi
+		record_result pgtap "$passed" "$failed" "$skipped"
+	done
+
+	as_test_user pg_ctl -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+# (d) TAP tests with PostgreSQL::Test::Cluster, one prove per file, in order.
+run_tap()
+{
+	local files=("$@") f name rc passed failed skipped logdir
+
+	if [ ${#files[@]} -eq 0 ]; then
+		for f in "$COPY"/test/t/*.pl; do
+			[ -e "$f" ] && files+=("test/t/$(basename "$f")")
+		done
+	fi
+	if [ ${#files[@]} -eq 0 ]; then
+		log "tap: no test/t/*.pl files, skipped"
+		return 0
+	fi
+
+	as_test_user mkdir -p "$SCRATCH/tap"
+	logdir=$COPY/tmp_check/log
+	for f in "${files[@]}"; do
+		name=$(basename "$f" .pl)
+		section "tap: $f"
+		rc=0
+		local file_started=$SECONDS
+		(cd "$COPY" && as_test_user \
+			"PERL5LIB=$PG_TEST_PERL" \
+			"PG_REGRESS=$PG_REGRESS_BIN" \
+			"TESTDIR=$COPY" \
+			timeout -k 30 "$TAP_FILE_TIMEOUT" prove -v "$f") \
+			>"$SCRATCH/tap/$name.out" 2>&1 || rc=$?
+		cat "$SCRATCH/tap/$name.out"
+		read -r passed failed skipped < <(count_tap_output "$SCRATCH/tap/$name.out")
+		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+			log "tap: $f timed out after ${TAP_FILE_TIMEOUT}s"
+		fi
+		if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+			log "tap: $f failed (exit status $rc) without a failing assertion: counted as one failure"
+			failed=1
+		fi
+		if [ $((passed + failed)) -eq 0 ]; then
+			log "tap: $f ran no assertion: counted as one failure"
+			failed=1
+		fi
+		if [ "$failed" -gt 0 ] && [ -f "$logdir/regress_log_$name" ]; then
+			log "--- tail of $logdir/regress_log_$name ---"
+			tail -n 60 "$logdir/regress_log_$name"
+		fi
+		log "($f: $passed passed, $failed failed, $((SECONDS - file_started)) s)"
+		record_result tap "$passed" "$failed" "$skipped"
+		stop_leftover_servers
+	done
+}

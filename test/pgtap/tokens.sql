@@ -1,0 +1,101 @@
+-- test/pgtap/tokens.sql -- API shape of fence tokens and the views that
+-- report on them (DESIGN.md "Public SQL API").  The behaviour itself is
+-- tested by sql/tokens.sql and the TAP tests test/t/01x_tokens_*.pl.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+
+BEGIN;
+SELECT plan(42);
+
+-- the schema and the functions, with their signatures
+SELECT has_schema('fencing');
+SELECT has_function('fencing', 'next_token', ARRAY[]::name[]);
+SELECT has_function('fencing', 'latest_token', ARRAY[]::name[]);
+SELECT has_function('fencing', 'advance_token', ARRAY['bigint']);
+SELECT function_returns('fencing', 'next_token', ARRAY[]::name[], 'bigint');
+SELECT function_returns('fencing', 'latest_token', ARRAY[]::name[], 'bigint');
+SELECT function_returns('fencing', 'advance_token', ARRAY['bigint'], 'bigint');
+SELECT function_lang_is('fencing', 'next_token', ARRAY[]::name[], 'c');
+SELECT function_lang_is('fencing', 'advance_token', ARRAY['bigint'], 'c');
+
+-- a token is a side effect: never folded, cached or run in a worker
+SELECT volatility_is('fencing', 'next_token', ARRAY[]::name[], 'volatile');
+SELECT volatility_is('fencing', 'latest_token', ARRAY[]::name[], 'volatile');
+SELECT volatility_is('fencing', 'advance_token', ARRAY['bigint'], 'volatile');
+SELECT is((SELECT proparallel::text FROM pg_proc
+           WHERE oid = 'fencing.next_token()'::regprocedure), 'u',
+          'fencing.next_token() is PARALLEL UNSAFE');
+SELECT is((SELECT proparallel::text FROM pg_proc
+           WHERE oid = 'fencing.advance_token(bigint)'::regprocedure), 'u',
+          'fencing.advance_token(bigint) is PARALLEL UNSAFE');
+SELECT isnt_definer('fencing', 'next_token', ARRAY[]::name[]);
+SELECT isnt_definer('fencing', 'advance_token', ARRAY['bigint']);
+
+-- privileges: advance_token is for the owner and superusers only
+CREATE ROLE tap_fencing_plain;
+SELECT function_privs_are('fencing', 'advance_token', ARRAY['bigint'],
+                          'tap_fencing_plain', ARRAY[]::name[]);
+SELECT function_privs_are('fencing', 'next_token', ARRAY[]::name[],
+                          'tap_fencing_plain', ARRAY['EXECUTE']);
+SELECT function_privs_are('fencing', 'latest_token', ARRAY[]::name[],
+                          'tap_fencing_plain', ARRAY['EXECUTE']);
+SELECT ok(NOT has_function_privilege('public', 'fencing.advance_token(bigint)', 'EXECUTE'),
+          'advance_token is revoked from PUBLIC');
+SELECT schema_privs_are('fencing', 'tap_fencing_plain', ARRAY['USAGE'],
+                        'every role may use schema fencing');
+
+-- fencing.stats: the counters the contract names
+SELECT has_view('fencing', 'stats', 'view fencing.stats exists');
+SELECT col_type_is('fencing', 'stats', 'tokens_issued', 'bigint',
+                   'fencing.stats.tokens_issued is bigint');
+SELECT col_type_is('fencing', 'stats', 'reservations', 'bigint',
+                   'fencing.stats.reservations is bigint');
+SELECT col_type_is('fencing', 'stats', 'locks_granted', 'bigint',
+                   'fencing.stats.locks_granted is bigint');
+SELECT col_type_is('fencing', 'stats', 'locks_busy', 'bigint',
+                   'fencing.stats.locks_busy is bigint');
+SELECT col_type_is('fencing', 'stats', 'locks_timed_out', 'bigint',
+                   'fencing.stats.locks_timed_out is bigint');
+SELECT col_type_is('fencing', 'stats', 'stale_writes_rejected', 'bigint',
+                   'fencing.stats.stale_writes_rejected is bigint');
+SELECT is((SELECT count(*)::int FROM fencing.stats), 1, 'fencing.stats has one row');
+
+-- fencing.locks: the columns the contract names
+SELECT has_view('fencing', 'locks', 'view fencing.locks exists');
+SELECT has_column('fencing', 'locks', 'database', 'fencing.locks has column database');
+SELECT has_column('fencing', 'locks', 'name', 'fencing.locks has column name');
+SELECT col_type_is('fencing', 'locks', 'key', 'bigint',
+                   'fencing.locks.key is bigint');
+SELECT col_type_is('fencing', 'locks', 'token', 'bigint',
+                   'fencing.locks.token is bigint');
+SELECT col_type_is('fencing', 'locks', 'pid', 'integer',
+                   'fencing.locks.pid is integer');
+SELECT col_type_is('fencing', 'locks', 'since', 'timestamp with time zone',
+                   'fencing.locks.since is timestamp with time zone');
+SELECT col_type_is('fencing', 'locks', 'granted', 'boolean',
+                   'fencing.locks.granted is boolean');
+
+-- fencing.status(): one row, the limit covers the latest token
+SELECT has_function('fencing', 'status', ARRAY[]::name[]);
+SELECT cmp_ok((SELECT reserved_limit FROM fencing.status()), '>=',
+              (SELECT latest_token FROM fencing.status()),
+              'reserved_limit covers latest_token');
+
+-- the calls work and order as documented
+SELECT ok((SELECT bool_and(t > p) FROM
+           (SELECT t, lag(t) OVER (ORDER BY n) AS p FROM
+            (SELECT n, fencing.next_token() AS t
+             FROM generate_series(1, 100) AS n) AS drawn) AS pairs
+           WHERE p IS NOT NULL),
+          'next_token increases row by row');
+SELECT max(t) AS last_drawn
+FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 100)) AS s \gset
+SELECT cmp_ok(fencing.latest_token(), '>=', :last_drawn,
+              'latest_token covers the tokens just drawn');
+SELECT throws_ok('SELECT fencing.advance_token(NULL)', '22004', NULL,
+                 'advance_token(NULL) raises null_value_not_allowed');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,218 @@
+#!/bin/bash
+#
+# test/run_all.sh -- "make test": packages, build, install, every suite on
+# throwaway servers, and one last line "N passed, N failed".
+#
+#   test/run_all.sh                       everything
+#   test/run_all.sh regress [NAME...]     only pg_regress (sql/NAME.sql)
+#   test/run_all.sh isolation [NAME...]   only isolation specs
+#   test/run_all.sh pgtap [FILE...]       only pgTAP files (test/pgtap/*.sql)
+#   test/run_all.sh tap [FILE...]         only TAP files (test/t/*.pl)
+#
+# Several suites may be named with commas: "regress,tap".
+#
+# As root it installs missing Debian packages, builds with WERROR=1,
+# installs, and runs every suite as user postgres from a copy of the tree
+# under /tmp.  As another user it checks the packages (and says what is
+# missing), builds in the copy, installs if it may, and runs the suites as
+# itself.
+#
+# The scratch directory (logs, data directories) is removed after a clean
+# run and kept, with its path printed, after a failure.
+#
+# Environment: FENCING_KEEP_SCRATCH=1 keeps the scratch directory;
+# FENCING_SKIP_BUILD=1 skips the build and install; FENCING_TAP_TIMEOUT and
+# FENCING_SUITE_TIMEOUT (seconds) bound a stuck TAP file or suite.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# shellcheck source=test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+# shellcheck source=test/lib/suites.sh
+. "$ROOT/test/lib/suites.sh"
+
+START_SECONDS=$SECONDS
+
+# --- arguments -------------------------------------------------------------
+
+SELECTED=(regress isolation pgtap tap)
+FILES=()
+if [ $# -gt 0 ]; then
+	IFS=, read -r -a SELECTED <<<"$1"
+	shift
+	for s in "${SELECTED[@]}"; do
+		case $s in
+		regress | isolation | pgtap | tap) ;;
+		*)
+			echo "usage: $0 [regress|isolation|pgtap|tap[,...]] [files...]" >&2
+			exit 2
+			;;
+		esac
+	done
+	# Files are given relative to the tree (or absolute inside it).
+	for f in "$@"; do
+		f=${f#"$ROOT"/}
+		FILES+=("$f")
+	done
+fi
+
+# Names for one suite from FILES: regress and isolation want bare test names.
+files_for()
+{
+	local suite=$1 f
+
+	for f in "${FILES[@]}"; do
+		case $suite in
+		regress)
+			if [[ $f != *.spec && $f != *.pl && $f != *pgtap/* ]]; then
+				basename "${f%.sql}"
+			fi
+			;;
+		isolation)
+			if [[ $f != *.sql && $f != *.pl ]]; then
+				basename "${f%.spec}"
+			fi
+			;;
+		pgtap)
+			# a bare NAME.sql is a pgTAP file only when pgtap alone is selected
+			if [[ $f == *pgtap/*.sql ]] ||
+				[[ $f == *.sql && ${#SELECTED[@]} -eq 1 ]]; then
+				echo "test/pgtap/$(basename "$f")"
+			fi
+			;;
+		tap)
+			if [[ $f == *.pl ]]; then
+				echo "test/t/$(basename "$f")"
+			fi
+			;;
+		esac
+	done
+	return 0
+}
+
+# --- packages ----------------------------------------------------------------
+
+section "packages"
+if ! ensure_packages; then
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+if [ ! -x "$PG_BINDIR/postgres" ]; then
+	log "PostgreSQL $PG_MAJOR server not found in $PG_BINDIR"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+export PATH="$PG_BINDIR:$PATH"
+PG_CONFIG=$PG_BINDIR/pg_config
+[ -x "$PG_CONFIG" ] || PG_CONFIG=$(command -v pg_config)
+
+# --- scratch copy ------------------------------------------------------------
+
+if is_root; then
+	TEST_USER=postgres
+else
+	TEST_USER=$(id -un)
+fi
+SCRATCH=$(mktemp -d /tmp/fencing-test.XXXXXX)
+COPY=$SCRATCH/src
+mkdir -p "$COPY"
+copy_tree "$ROOT" "$COPY"
+log "scratch copy: $COPY (suites run as $TEST_USER)"
+
+# The scratch directory goes away unless asked to keep it or something
+# failed (its logs and data directories are what one reads next).
+KEEP_SCRATCH=${FENCING_KEEP_SCRATCH:-0}
+cleanup()
+{
+	stop_leftover_servers
+	if [ "$KEEP_SCRATCH" = 1 ]; then
+		log "scratch kept: $SCRATCH (logs: regress/, isolation/, pgtap/, tap/, src/tmp_check/log/)"
+	else
+		rm -rf "$SCRATCH"
+	fi
+}
+trap cleanup EXIT
+
+# Clean up, print the last line, and exit: nothing may follow that line.
+finish()
+{
+	local passed=$1 failed=$2
+
+	trap - EXIT
+	if [ "$failed" -gt 0 ]; then
+		KEEP_SCRATCH=1
+	fi
+	cleanup
+	echo "$passed passed, $failed failed"
+	if [ "$failed" -gt 0 ] || [ "$passed" -eq 0 ]; then
+		exit 1
+	fi
+	exit 0
+}
+
+# --- build and install ---------------------------------------------------------
+
+if [ "${FENCING_SKIP_BUILD:-0}" != 1 ]; then
+	section "build"
+	if ! make -C "$COPY" -s WERROR=1 -j"$(nproc 2>/dev/null || echo 2)" \
+		PG_CONFIG="$PG_CONFIG" >"$SCRATCH/build.log" 2>&1; then
+		cat "$SCRATCH/build.log"
+		log "build: FAILED"
+		finish 0 1
+	fi
+	log "build: ok (make WERROR=1)"
+	if is_root || [ -w "$("$PG_CONFIG" --pkglibdir)" ]; then
+		if ! make -C "$COPY" -s install PG_CONFIG="$PG_CONFIG" \
+			>"$SCRATCH/install.log" 2>&1; then
+			cat "$SCRATCH/install.log"
+			log "install: FAILED"
+			finish 0 1
+		fi
+		log "install: ok ($("$PG_CONFIG" --pkglibdir)/fencing.so)"
+	elif [ -f "$("$PG_CONFIG" --pkglibdir)/fencing.so" ]; then
+		log "install: not allowed as $(id -un); testing the fencing.so already installed"
+	else
+		log "install: fencing is not installed and $(id -un) may not install it; run 'make install' as root"
+		finish 0 1
+	fi
+fi
+
+if is_root; then
+	chown -R "$TEST_USER": "$SCRATCH"
+fi
+chmod 700 "$SCRATCH"
+
+# --- suites ------------------------------------------------------------------
+
+for suite in "${SELECTED[@]}"; do
+	mapfile -t suite_files < <(files_for "$suite")
+	if [ ${#FILES[@]} -gt 0 ] && [ ${#suite_files[@]} -eq 0 ] &&
+		[ ${#SELECTED[@]} -gt 1 ]; then
+		continue
+	fi
+	suite_started=$SECONDS
+	if ! "run_$suite" "${suite_files[@]}"; then
+		log "$suite: the harness itself failed while running this suite"
+		record_result "$suite" 0 1
+	fi
+	log "($suite took $((SECONDS - suite_started)) s)"
+done
+
+# --- summary -----------------------------------------------------------------
+
+section "summary"
+total_passed=0
+total_failed=0
+for suite in "${SUITES_RUN[@]}"; do
+	line="$suite: ${SUITE_PASSED[$suite]} passed, ${SUITE_FAILED[$suite]} failed"
+	if [ "${SUITE_SKIPPED[$suite]}" -gt 0 ]; then
+		line="$line, ${SUITE_SKIPPED[$suite]} skipped"
+	fi
+	log "$line"
+	total_passed=$((total_passed + SUITE_PASSED[$suite]))
+	total_failed=$((total_failed + SUITE_FAILED[$suite]))
+done
+log "elapsed: $((SECONDS - START_SECONDS)) s"
+finish "$total_passed" "$total_failed"

@@ -1,0 +1,165 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 010_tokens_concurrency.pl -- T1 with real processes: 10 psql clients,
+# in two databases, each draw 2000 tokens one statement at a time, all at
+# once, while the counter is pushed to the end of its block again and again
+# so that they cross reservation boundaries together.  Every token is
+# unique, each client's tokens strictly increase, and the clients really
+# interleaved.
+
+use strict;
+use warnings;
+
+use File::Temp qw(tempdir);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $clients = 10;
+my $per_client = 2000;
+my $barrier_key = 1010;
+
+my $node = PostgreSQL::Test::Cluster->new('concurrency');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nmax_connections = 40");
+$node->start;
+
+# Two databases: tokens are cluster-wide, not per database.
+$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', 'CREATE EXTENSION fencing');
+
+my $start_latest = $node->safe_psql('postgres', 'SELECT fencing.latest_token()');
+my $start_issued = $node->safe_psql('postgres', 'SELECT tokens_issued FROM fencing.stats');
+
+# Each client first waits on a shared advisory lock that this test holds
+# exclusively, so that all of them start drawing together; then it draws one
+# token per statement, autocommit.
+my $dir = tempdir(CLEANUP => 1);
+my $script = "$dir/draw.sql";
+open(my $fh, '>', $script) or die "could not write $script: $!";
+print $fh "SELECT pg_advisory_lock_shared($barrier_key) \\g /dev/null\n";
+print $fh "SELECT pg_advisory_unlock_shared($barrier_key) \\g /dev/null\n";
+print $fh "SELECT fencing.next_token();\n" x $per_client;
+close($fh);
+
+# Advisory locks belong to a database: one gate in each.
+my %gate;
+for my $db ('postgres', 'other')
+{
+	$gate{$db} = $node->background_psql($db);
+	$gate{$db}->query_safe("SELECT pg_advisory_lock($barrier_key)");
+}
+
+my (@handles, @outputs, @errors);
+for my $i (0 .. $clients - 1)
+{
+	my $db = $i % 2 ? 'other' : 'postgres';
+	$outputs[$i] = "$dir/client$i.out";
+	$errors[$i] = "$dir/client$i.err";
+	push @handles,
+	  IPC::Run::start(
+		[
+			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
+			'-d', $node->connstr($db), '-f', $script
+		],
+		'<', \undef, '>', $outputs[$i], '2>', $errors[$i]);
+}
+
+# Release the clients once every one of them waits at the gate.
+$node->poll_query_until('postgres',
+	"SELECT count(*) = $clients FROM pg_locks
+	 WHERE locktype = 'advisory' AND objid = $barrier_key AND NOT granted")
+  or die "the clients did not reach the gate";
+my $reservations_before = $node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats');
+$gate{$_}->query_safe("SELECT pg_advisory_unlock($barrier_key)") for keys %gate;
+
+# While the clients draw, keep moving the counter to just below the end of
+# the current block, so that they cross many reservation boundaries
+# together (a block holds 1,000,000 tokens; 20,000 alone would not reach
+# the end of one).
+my $pusher = $node->background_psql('postgres');
+for (1 .. 30)
+{
+	$pusher->query_safe(
+		'SELECT fencing.advance_token((SELECT reserved_limit FROM fencing.status()) - 200)');
+	usleep(50_000);
+}
+$pusher->quit;
+
+for my $i (0 .. $clients - 1)
+{
+	my $ok = $handles[$i]->finish;
+	ok($ok, "client $i exited cleanly")
+	  or diag(slurp_file($errors[$i]));
+}
+$gate{$_}->quit for keys %gate;
+
+# Check what each client received.
+my (%seen, @ranges);
+my $duplicates = 0;
+my $max = 0;
+for my $i (0 .. $clients - 1)
+{
+	my @tokens = split /\n/, slurp_file($outputs[$i]);
+	is(scalar @tokens, $per_client, "client $i received $per_client tokens");
+	is(scalar(grep { !/^\d+$/ } @tokens), 0, "client $i: every line is a token");
+
+	my $increasing = 1;
+	for my $j (1 .. $#tokens)
+	{
+		if ($tokens[$j] <= $tokens[ $j - 1 ])
+		{
+			$increasing = 0;
+			diag("client $i: token $j ($tokens[$j]) not above $tokens[$j - 1]");
+			last;
+		}
+	}
+	ok($increasing, "client $i: its tokens strictly increase");
+	cmp_ok($tokens[0], '>', $start_latest,
+		"client $i: first token above the latest token before the run");
+
+	for my $t (@tokens)
+	{
+		$duplicates++ if $seen{$t}++;
+		$max = $t if $t > $max;
+	}
+	push @ranges, [ $tokens[0], $tokens[-1] ];
+}
+
+is(scalar keys %seen, $clients * $per_client, 'every token is distinct');
+is($duplicates, 0, 'no token was handed out twice');
+
+# Interleaving: the ranges of tokens drawn by different clients overlap,
+# so the calls really ran concurrently.
+my $overlapping = 0;
+for my $a (0 .. $#ranges)
+{
+	for my $b ($a + 1 .. $#ranges)
+	{
+		$overlapping++
+		  if $ranges[$a][0] < $ranges[$b][1] && $ranges[$b][0] < $ranges[$a][1];
+	}
+}
+cmp_ok($overlapping, '>', 0, "clients interleaved ($overlapping overlapping pairs)");
+
+cmp_ok(
+	$node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats')
+	  - $reservations_before,
+	'>=', 5, 'the clients crossed several reservation boundaries');
+
+my $latest = $node->safe_psql('postgres', 'SELECT fencing.latest_token()');
+cmp_ok($latest, '>=', $max, 'latest_token covers every token handed out');
+my $next = $node->safe_psql('other', 'SELECT fencing.next_token()');
+cmp_ok($next, '>', $max, 'the next token is above every token handed out');
+is( $node->safe_psql(
+		'postgres', "SELECT tokens_issued - $start_issued FROM fencing.stats"),
+	$clients * $per_client + 1,
+	'fencing.stats counted every token');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,269 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 011_tokens_crash.pl -- T2: after SIGKILL of the postmaster or
+# "pg_ctl stop -m immediate" while 8 clients draw tokens, every token issued
+# after the restart is above every token any client received before.  One
+# round removes the fencing.state file after a checkpoint, so that neither
+# the file nor WAL replay knows the limit: the clock floor must carry it.
+
+use strict;
+use warnings;
+
+use File::Temp qw(tempdir);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $clients = 8;
+
+my $node = PostgreSQL::Test::Cluster->new('crash');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nmax_connections = 30\nrestart_after_crash = on");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+
+my $dir = tempdir(CLEANUP => 1);
+
+# Scripts: one token per statement, autocommit.  The long one runs until
+# the server goes away under it.
+sub write_script
+{
+	my ($path, $count) = @_;
+	open(my $fh, '>', $path) or die "could not write $path: $!";
+	print $fh "SELECT fencing.next_token();\n" x $count;
+	close($fh);
+	return $path;
+}
+my $long_script = write_script("$dir/long.sql", 400000);
+my $short_script = write_script("$dir/short.sql", 3000);
+
+# Start the clients; each writes the tokens it receives, one per line.
+sub start_clients
+{
+	my ($round, $script) = @_;
+	my @clients;
+
+	for my $i (0 .. $clients - 1)
+	{
+		my $out = "$dir/round$round.client$i.out";
+		my $err = "$dir/round$round.client$i.err";
+		my $h = IPC::Run::start(
+			[
+				'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
+				'-d', $node->connstr('postgres'), '-f', $script
+			],
+			'<', \undef, '>', $out, '2>', $err);
+		push @clients, { handle => $h, out => $out, err => $err };
+	}
+	return \@clients;
+}
+
+# Wait for the clients to exit (after a crash they fail: that is expected)
+# and return the tokens each received.
+sub collect_tokens
+{
+	my ($clients) = @_;
+	my @per_client;
+
+	for my $c (@$clients)
+	{
+		$c->{handle}->finish;
+		my @tokens = split /\n/, slurp_file($c->{out});
+		my @bad = grep { !/^\d+$/ } @tokens;
+		if (@bad)
+		{
+			diag("unexpected client output: $bad[0]");
+			@tokens = grep { /^\d+$/ } @tokens;
+		}
+		push @per_client, \@tokens;
+	}
+	return \@per_client;
+}
+
+# Wait until the clients together have drawn at least $n tokens since the
+# server started.
+sub wait_for_tokens
+{
+	my ($n) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT tokens_issued >= $n FROM fencing.stats")
+	  or die "the clients did not draw $n tokens";
+	return;
+}
+
+# Pids of the postmaster's children, so that we can wait for them to exit
+# after the postmaster was killed.
+sub children_of
+{
+	my ($ppid) = @_;
+	my @pids;
+	opendir(my $dh, '/proc') or die "no /proc: $!";
+	for my $pid (grep { /^\d+$/ } readdir($dh))
+	{
+		open(my $fh, '<', "/proc/$pid/stat") or next;
+		my $stat = <$fh>;
+		close($fh);
+		next unless defined $stat && $stat =~ /\)\s+\S+\s+(\d+)/;
+		push @pids, $pid if $1 == $ppid;
+	}
+	closedir($dh);
+	return @pids;
+}
+
+# SIGKILL the postmaster, let its backends notice and die, then start again.
+sub kill9_and_restart
+{
+	my (%opts) = @_;
+	my $postmaster = $node->{_pid};
+	my @children = children_of($postmaster);
+
+	$node->kill9;
+	my $deadline = time() + 120;
+	while (grep { kill(0, $_) } @children)
+	{
+		die "children of the killed postmaster did not exit"
+		  if time() > $deadline;
+		usleep(100_000);
+	}
+	$opts{before_start}->() if $opts{before_start};
+	$node->start;
+	return;
+}
+
+my $all_max = 0;
+my %seen;
+my $duplicates = 0;
+
+# Check one round's tokens: every client's tokens increase, all of them are
+# above every token received in earlier rounds, none was seen before.
+sub check_round
+{
+	my ($label, $per_client) = @_;
+	my ($round_min, $round_max, $total);
+	my $increasing = 1;
+
+	for my $tokens (@$per_client)
+	{
+		$total += scalar @$tokens;
+		for my $j (0 .. $#$tokens)
+		{
+			my $t = $tokens->[$j];
+			$increasing = 0 if $j > 0 && $t <= $tokens->[ $j - 1 ];
+			$duplicates++ if $seen{$t}++;
+			$round_min = $t if !defined $round_min || $t < $round_min;
+			$round_max = $t if !defined $round_max || $t > $round_max;
+		}
+	}
+	cmp_ok($total, '>=', 1000, "$label: clients received tokens ($total)");
+	ok($increasing, "$label: each client's tokens strictly increase");
+	cmp_ok($round_min, '>', $all_max,
+		"$label: every token is above every token received before the previous crash")
+	  if $all_max > 0;
+	$all_max = $round_max if defined $round_max && $round_max > $all_max;
+	return;
+}
+
+my $clock_sql = "SELECT (extract(epoch FROM clock_timestamp() - "
+  . "timestamptz '2000-01-01 00:00:00+00') * 1000000)::bigint";
+
+# Round 1: clients draw and finish; a checkpoint puts every reservation
+# before the redo point; SIGKILL; the state file is removed.  After the
+# restart neither the file nor WAL replay knows the limit, so the clock
+# floor must lift the counter above every token issued.
+{
+	my $c = start_clients(1, $short_script);
+	my $per_client = collect_tokens($c);
+	check_round('round 1 (clients finish)', $per_client);
+	is(scalar(grep { scalar @$_ == 3000 } @$per_client),
+		$clients, 'round 1: every client received all its tokens');
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	my $state_file = $node->data_dir . '/fencing.state';
+	ok(-f $state_file, 'the data directory has fencing.state');
+
+	kill9_and_restart(
+		before_start => sub {
+			unlink($state_file) or die "could not remove $state_file: $!";
+		});
+
+	my $latest = $node->safe_psql('postgres', 'SELECT fencing.latest_token()');
+	cmp_ok($latest, '<', $all_max,
+		'state file removed after a checkpoint: the server lost the limit (precondition)');
+	my $clock = $node->safe_psql('postgres', $clock_sql);
+	my $first = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+	cmp_ok($first, '>', $all_max, 'state lost: the first token is above every earlier token');
+	cmp_ok($first, '>', $clock, "state lost: the first token is above the server's clock");
+	ok(-f $state_file, 'the reservation wrote fencing.state again');
+	$seen{$first}++;
+	$all_max = $first;
+}
+
+# Rounds 2-6: crash while the clients draw.
+my @rounds = (
+	{ label => 'round 2 (SIGKILL)', crash => 'kill9' },
+	{ label => 'round 3 (immediate stop, checkpoint while drawing)', crash => 'immediate', checkpoint => 1 },
+	{ label => 'round 4 (SIGKILL, reservations forced while drawing)', crash => 'kill9', advance => 1, checkpoint => 1 },
+	{ label => 'round 5 (SIGKILL)', crash => 'kill9' },
+	{ label => 'round 6 (immediate stop)', crash => 'immediate', advance => 1 },
+	{ label => 'round 7 (SIGKILL of one backend: crash restart)', crash => 'backend' },
+);
+my $round_no = 2;
+for my $r (@rounds)
+{
+	my $c = start_clients($round_no, $long_script);
+	wait_for_tokens(4000);
+	if ($r->{advance})
+	{
+		# Several reservations while the clients keep drawing.
+		for (1 .. 3)
+		{
+			$node->safe_psql('postgres',
+				'SELECT fencing.advance_token(fencing.latest_token() + 5000000)');
+		}
+	}
+	$node->safe_psql('postgres', 'CHECKPOINT') if $r->{checkpoint};
+	my $issued = $node->safe_psql('postgres', 'SELECT tokens_issued FROM fencing.stats');
+	wait_for_tokens($issued + 2000);
+
+	if ($r->{crash} eq 'kill9')
+	{
+		kill9_and_restart();
+	}
+	elsif ($r->{crash} eq 'backend')
+	{
+		# The postmaster resets shared memory and recovers by itself.
+		my $victim = $node->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'
+			 AND query LIKE '%next_token%' AND pid <> pg_backend_pid() LIMIT 1");
+		die 'no client backend to kill' unless $victim =~ /^\d+$/;
+		my $log_offset = -s $node->logfile;
+		kill('KILL', $victim) or die "could not kill backend $victim: $!";
+		$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
+		$node->wait_for_log(qr/database system is ready to accept connections/, $log_offset);
+		$node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+		  or die 'the server did not come back after the crash';
+		pass('the postmaster saw the backend crash and reinitialised');
+	}
+	else
+	{
+		$node->stop('immediate');
+		$node->start;
+	}
+	check_round($r->{label}, collect_tokens($c));
+	$round_no++;
+}
+
+# After the last crash: one more token, above everything.
+my $final = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($final, '>', $all_max, 'after the last crash: the next token is above every token received');
+is($duplicates, 0, 'no token was received twice in any round');
+
+my $status = $node->safe_psql('postgres',
+	'SELECT reserved_limit >= latest_token FROM fencing.status()');
+is($status, 't', 'status(): the durable limit covers the latest token');
+
+$node->stop;
+done_testing();

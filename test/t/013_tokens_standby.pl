@@ -1,0 +1,111 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 013_tokens_standby.pl -- T6 and T3 with a streaming standby: token and
+# lock functions raise a clear error on the hot standby (SQLSTATE 25006),
+# latest_token works there, redo writes the standby's fencing.state, and
+# after the primary stops immediately and the standby is promoted, tokens
+# continue above the old primary's last.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# The limit stored in a fencing.state file (magic, version, limit, crc).
+sub state_file_limit
+{
+	my ($node) = @_;
+	my $path = $node->data_dir . '/fencing.state';
+	return undef unless -f $path;
+	open(my $fh, '<:raw', $path) or die "could not open $path: $!";
+	local $/;
+	my $data = <$fh>;
+	close($fh);
+	my ($magic, $version, $limit) = unpack('L L Q', $data);
+	return undef unless defined $magic && $magic == 0x464E4331;
+	return $limit;
+}
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$primary->start;
+$primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
+$primary->safe_psql('postgres',
+	'SELECT count(fencing.next_token()) FROM generate_series(1, 1000)');
+
+$primary->backup('backup');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'backup', has_streaming => 1);
+$standby->start;
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+
+is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
+	't', 'the standby is in recovery');
+
+# T6: a clear error on the hot standby.
+my @verbose = (extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+foreach my $call ('SELECT fencing.next_token()',
+	'SELECT fencing.advance_token(1)',
+	"SELECT fencing.try_lock('standby lock')")
+{
+	my ($ret, $stdout, $stderr) = $standby->psql('postgres', $call, @verbose);
+	isnt($ret, 0, "$call fails on the standby");
+	is($stdout, '', "$call returns nothing on the standby");
+	like($stderr, qr/ERROR:\s+25006:/, "$call: SQLSTATE 25006 (read_only_sql_transaction)");
+	like($stderr, qr/hot standby/, "$call: the message says hot standby");
+	like($stderr, qr/HINT:.*primary/, "$call: the hint points to the primary");
+}
+
+# latest_token works on the standby and shows the replayed limit.
+my $primary_latest = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
+my $standby_latest = $standby->safe_psql('postgres', 'SELECT fencing.latest_token()');
+like($standby_latest, qr/^\d+$/, 'latest_token works on the standby');
+cmp_ok($standby_latest, '>=', $primary_latest,
+	"the standby's latest_token covers the primary's tokens");
+
+# A reservation made after the backup reaches the standby by redo, which
+# writes the standby's own state file.
+my $far = $primary->safe_psql('postgres',
+	'SELECT fencing.advance_token(fencing.latest_token() + 100000000)');
+my $batch = $primary->safe_psql('postgres',
+	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 5000)) s');
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+my $standby_file = state_file_limit($standby);
+ok(defined $standby_file, "the standby's data directory has a valid fencing.state");
+cmp_ok($standby_file // 0, '>', $batch,
+	"the standby's fencing.state covers the primary's tokens after replay");
+cmp_ok($standby->safe_psql('postgres', 'SELECT fencing.latest_token()'),
+	'>=', $batch, "the standby's latest_token covers the replayed reservation");
+
+# More tokens on the primary, within the replicated reservation; then the
+# primary stops immediately and the standby is promoted.
+my $last = $primary->safe_psql('postgres',
+	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 20000)) s');
+cmp_ok($last, '>', $batch, 'the primary kept drawing');
+$primary->stop('immediate');
+
+$standby->promote;
+$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'the standby did not finish promotion';
+
+my $first = $standby->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($first, '>', $last, "promoted: the first token is above the old primary's last");
+my $more = $standby->safe_psql('postgres',
+	'SELECT min(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 1000)) s');
+cmp_ok($more, '>', $first, 'promoted: tokens keep increasing');
+my $status = $standby->safe_psql('postgres',
+	'SELECT reserved_limit >= latest_token FROM fencing.status()');
+is($status, 't', 'promoted: the durable limit covers the latest token');
+
+# The promoted server's reservation survives its own crash.
+$standby->stop('immediate');
+$standby->start;
+my $after_crash = $standby->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($after_crash, '>', $more, 'promoted, then crashed: tokens continue above');
+
+$standby->stop;
+done_testing();

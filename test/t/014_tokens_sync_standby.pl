@@ -1,0 +1,138 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 014_tokens_sync_standby.pl -- T2 with synchronous replication: while the
+# synchronous standby is down, a reservation waits (wait event SyncRep)
+# instead of handing out an unconfirmed token; cancelling the wait raises
+# an error and returns no token; once the standby is back, calls succeed.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$primary->start;
+$primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
+$primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+
+$primary->backup('backup');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'backup', has_streaming => 1);
+$standby->start;
+
+# The standby's walreceiver connects with application_name = its node name.
+$primary->safe_psql('postgres',
+	"ALTER SYSTEM SET synchronous_standby_names = 'standby'");
+$primary->reload;
+$primary->poll_query_until('postgres',
+	"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'")
+  or die 'the standby did not become synchronous';
+pass('the standby is synchronous');
+
+# With the standby up, a reservation is confirmed and returns.
+my $last = $primary->safe_psql('postgres',
+	'SELECT fencing.advance_token(fencing.latest_token() + 2000000)');
+$last = $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+like($last, qr/^\d+$/, 'a reservation with the synchronous standby up returns');
+
+$standby->stop;
+$primary->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_stat_replication WHERE application_name = 'standby'")
+  or die 'the standby did not disconnect';
+
+# Start a call that needs a reservation in a background session; check that
+# it is still waiting for the synchronous standby after 2 seconds; cancel
+# it; the call must fail with an error and print no token.
+sub start_waiting_call
+{
+	my ($label, $sql, $setup) = @_;
+	my $session = $primary->background_psql('postgres', on_error_stop => 0,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	my $pid = $session->query_safe('SELECT pg_backend_pid()');
+	$session->query_safe($setup) if defined $setup;
+	$session->query_until(qr/started/, "\\echo started\n$sql;\n");
+
+	$primary->poll_query_until('postgres',
+		"SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = $pid")
+	  or die "$label: the call did not wait for the synchronous standby";
+	return { session => $session, pid => $pid, label => $label };
+}
+
+sub check_still_waiting
+{
+	my ($call) = @_;
+	my $pid = $call->{pid};
+	is( $primary->safe_psql(
+			'postgres',
+			"SELECT state, wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $pid"),
+		'active|IPC|SyncRep',
+		"$call->{label}: still waiting for the synchronous standby");
+	return;
+}
+
+sub cancel_and_check
+{
+	my ($call, $expect_re) = @_;
+	my $label = $call->{label};
+	my $session = $call->{session};
+
+	is($primary->safe_psql('postgres', "SELECT pg_cancel_backend($call->{pid})"),
+		't', "$label: cancel sent");
+	my ($out) = $session->query("SELECT 'after cancel'");
+	is($out, 'after cancel', "$label: the cancelled call returned no token");
+	like($session->{stderr}, qr/ERROR:\s+57014:.*$expect_re/s,
+		"$label: the cancelled call raised an error (57014)");
+	return;
+}
+
+# (a) advance_token far ahead must make a reservation and wait.
+my $latest_before = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
+my $far = $latest_before + 1_000_000_000;
+my $a = start_waiting_call('advance_token', "SELECT fencing.advance_token($far)");
+sleep 2;
+check_still_waiting($a);
+cancel_and_check($a, qr/synchronous standbys/);
+cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
+	'<', $far, 'no token at the unconfirmed target was handed out');
+
+# (b) next_token after a restart (the counter resumes at the durable limit,
+# so the first call reserves): two callers, both wait, neither gets a token.
+# The first one has synchronous_commit = off: a session setting must not
+# weaken the cluster-wide guarantee.
+$primary->restart;
+my $b1 = start_waiting_call('next_token after restart, synchronous_commit = off',
+	'SELECT fencing.next_token()', 'SET synchronous_commit = off');
+my $b2 = start_waiting_call('a second next_token', 'SELECT fencing.next_token()');
+sleep 2;
+check_still_waiting($b1);
+check_still_waiting($b2);
+my $latest_waiting = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
+cancel_and_check($b1, qr/synchronous standbys/);
+cancel_and_check($b2, qr/synchronous standbys/);
+is($primary->safe_psql('postgres', 'SELECT tokens_issued FROM fencing.stats'),
+	'0', 'no token was issued while the standby was down');
+
+# (c) the standby comes back: the same sessions now get tokens.
+$standby->start;
+$primary->poll_query_until('postgres',
+	"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'")
+  or die 'the standby did not become synchronous again';
+my ($token) = $b1->{session}->query('SELECT fencing.next_token()');
+like($token, qr/^\d+$/, 'with the standby back, next_token returns a token');
+cmp_ok($token, '>', $last, 'and it is above every token handed out before');
+cmp_ok($token, '>', $latest_waiting, 'and above the latest token seen while waiting');
+my ($t2) = $b2->{session}->query('SELECT fencing.next_token()');
+cmp_ok($t2, '>', $token, 'the second session gets a later token');
+my $adv = $primary->safe_psql('postgres', "SELECT fencing.advance_token($far)");
+cmp_ok($adv, '>=', $far, 'advance_token reaches its target once confirmed');
+
+$_->{session}->quit for ($a, $b1, $b2);
+$standby->stop;
+$primary->stop;
+done_testing();
