@@ -666,6 +666,25 @@ fence_open_owned_table(Oid relid, const char *caller)
 }
 
 /*
+ * Run the CREATE OR REPLACE TRIGGER or DROP TRIGGER that protect() and
+ * unprotect() built.  Going through SPI keeps the trigger definition in the
+ * one readable statement a DBA would type; both callers have checked
+ * ownership and quoted every name before.
+ */
+static void
+run_trigger_ddl(const char *sql)
+{
+	int			rc;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute(sql, false, 0);
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute of \"%s\" returned %s", sql, SPI_result_code_string(rc));
+	SPI_finish();
+}
+
+/*
  * fencing.protect(tbl regclass, fence_column name, on_stale text): validate
  * the table and the column up front, where a mistake is easy to fix, then
  * install (or replace) the trigger under a fixed name so that running it
@@ -684,7 +703,6 @@ fencing_protect(PG_FUNCTION_ARGS)
 	Form_pg_attribute attr;
 	char	   *qualified;
 	StringInfoData sql;
-	int			rc;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -745,12 +763,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 					 " FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale(%s, %s)",
 					 qualified, quote_literal_cstr(column), quote_literal_cstr(mode));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute(sql.data, false, 0);
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute of \"%s\" returned %s", sql.data, SPI_result_code_string(rc));
-	SPI_finish();
+	run_trigger_ddl(sql.data);
 
 	PG_RETURN_VOID();
 }
@@ -766,7 +779,6 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	Relation	rel;
 	char	   *qualified;
 	StringInfoData sql;
-	int			rc;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -781,12 +793,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	appendStringInfo(&sql, "DROP TRIGGER IF EXISTS " FENCE_TRIGGER_NAME " ON %s",
 					 qualified);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute(sql.data, false, 0);
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute of \"%s\" returned %s", sql.data, SPI_result_code_string(rc));
-	SPI_finish();
+	run_trigger_ddl(sql.data);
 
 	PG_RETURN_VOID();
 }
