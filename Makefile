@@ -38,10 +38,13 @@ REGRESS_OPTS = --inputdir=. --load-extension=fencing
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: test demo bench bench-peers
+.PHONY: test demo bench bench-peers test-asan
 
 test:
 	./test/run_all.sh
+
+test-asan:
+	./test/asan.sh
 
 demo:
 	./examples/demo.sh
@@ -50,4 +53,4 @@ bench:
 	./bench/run.sh
 
 bench-peers:
-	./bench/peers.sh
+	./bench/peers/run.sh
