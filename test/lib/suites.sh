@@ -86,47 +86,60 @@ with_expected()
 	return 0
 }
 
-# (a) pg_regress on sql/*.sql against expected/*.out.
-run_regress()
+# Run one pg_regress-style suite on a temporary instance and record its
+# counts.  Arguments: suite name, the driver binary, the directory of the
+# test sources, their extension, the directory of expected outputs, the
+# --inputdir, then the driver's own extra options up to "--", then the tests
+# (all of the suite's tests when none are given).  pg_regress stops at the
+# first missing expected file, so such tests are counted as failures and
+# left out of the run.
+run_regress_suite()
 {
-	local tests=("$@") out=$SCRATCH/regress rc=0 passed failed
+	local suite=$1 bin=$2 srcdir=$3 ext=$4 expdir=$5 inputdir=$6
+	local extra=() tests=() out=$SCRATCH/$1 rc=0 passed failed f
+	shift 6
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+		extra+=("$1")
+		shift
+	done
+	[ $# -gt 0 ] && shift
+	tests=("$@")
 
 	if [ ${#tests[@]} -eq 0 ]; then
-		local f
-		for f in "$COPY"/sql/*.sql; do
-			[ -e "$f" ] && tests+=("$(basename "$f" .sql)")
+		for f in "$COPY/$srcdir"/*."$ext"; do
+			[ -e "$f" ] && tests+=("$(basename "$f" ."$ext")")
 		done
 	fi
 	if [ ${#tests[@]} -eq 0 ]; then
-		log "regress: no sql/*.sql files, skipped"
+		log "$suite: no $srcdir/*.$ext files, skipped"
 		return 0
 	fi
 
-	section "regress: ${tests[*]}"
+	section "$suite: ${tests[*]}"
 	local missing_expected
-	missing_expected=$(without_expected "$COPY/expected" "${tests[@]}")
+	missing_expected=$(without_expected "$COPY/$expdir" "${tests[@]}")
 	if [ -n "$missing_expected" ]; then
-		log "regress: no expected output for: $missing_expected (each counted as a failure)"
-		record_result regress 0 "$(wc -w <<<"$missing_expected")"
-		mapfile -t tests < <(with_expected "$COPY/expected" "${tests[@]}")
+		log "$suite: no expected output for: $missing_expected (each counted as a failure)"
+		record_result "$suite" 0 "$(wc -w <<<"$missing_expected")"
+		mapfile -t tests < <(with_expected "$COPY/$expdir" "${tests[@]}")
 		[ ${#tests[@]} -gt 0 ] || return 0
 	fi
 	as_test_user mkdir -p "$out"
 	(cd "$COPY" && as_test_user timeout -k 30 "$SUITE_TIMEOUT" \
-		"$PG_REGRESS_BIN" \
+		"$bin" \
 		--temp-instance="$out/tmp_instance" \
 		--temp-config="$COPY/test/regress.conf" \
 		--load-extension=fencing \
-		--inputdir=. \
+		--inputdir="$inputdir" \
 		--outputdir="$out" \
 		--bindir="$PG_BINDIR" \
-		--dbname=contrib_regression \
+		"${extra[@]}" \
 		"${tests[@]}") >"$out.log" 2>&1 || rc=$?
 	cat "$out.log"
 
 	read -r passed failed < <(count_regress_output "$out.log")
 	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-		log "regress: pg_regress exited with status $rc before reporting a failure"
+		log "$suite: $(basename "$bin") exited with status $rc before reporting a failure"
 		failed=1
 	fi
 	if [ "$failed" -gt 0 ]; then
@@ -139,62 +152,21 @@ run_regress()
 			tail -n 40 "$out/log/postmaster.log"
 		fi
 	fi
-	record_result regress "$passed" "$failed"
+	record_result "$suite" "$passed" "$failed"
+}
+
+# (a) pg_regress on sql/*.sql against expected/*.out.
+run_regress()
+{
+	run_regress_suite regress "$PG_REGRESS_BIN" sql sql expected . \
+		--dbname=contrib_regression -- "$@"
 }
 
 # (b) pg_isolation_regress on test/isolation/specs/*.spec.
 run_isolation()
 {
-	local tests=("$@") out=$SCRATCH/isolation rc=0 passed failed
-
-	if [ ${#tests[@]} -eq 0 ]; then
-		local f
-		for f in "$COPY"/test/isolation/specs/*.spec; do
-			[ -e "$f" ] && tests+=("$(basename "$f" .spec)")
-		done
-	fi
-	if [ ${#tests[@]} -eq 0 ]; then
-		log "isolation: no test/isolation/specs/*.spec files, skipped"
-		return 0
-	fi
-
-	section "isolation: ${tests[*]}"
-	local missing_expected
-	missing_expected=$(without_expected "$COPY/test/isolation/expected" "${tests[@]}")
-	if [ -n "$missing_expected" ]; then
-		log "isolation: no expected output for: $missing_expected (each counted as a failure)"
-		record_result isolation 0 "$(wc -w <<<"$missing_expected")"
-		mapfile -t tests < <(with_expected "$COPY/test/isolation/expected" "${tests[@]}")
-		[ ${#tests[@]} -gt 0 ] || return 0
-	fi
-	as_test_user mkdir -p "$out"
-	(cd "$COPY" && as_test_user timeout -k 30 "$SUITE_TIMEOUT" \
-		"$PG_ISOLATION_BIN" \
-		--temp-instance="$out/tmp_instance" \
-		--temp-config="$COPY/test/regress.conf" \
-		--load-extension=fencing \
-		--inputdir=test/isolation \
-		--outputdir="$out" \
-		--bindir="$PG_BINDIR" \
-		"${tests[@]}") >"$out.log" 2>&1 || rc=$?
-	cat "$out.log"
-
-	read -r passed failed < <(count_regress_output "$out.log")
-	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-		log "isolation: pg_isolation_regress exited with status $rc before reporting a failure"
-		failed=1
-	fi
-	if [ "$failed" -gt 0 ]; then
-		if [ -s "$out/regression.diffs" ]; then
-			log "--- regression.diffs (first 300 lines) ---"
-			head -n 300 "$out/regression.diffs"
-		fi
-		if [ -f "$out/log/postmaster.log" ]; then
-			log "--- tail of postmaster.log ---"
-			tail -n 40 "$out/log/postmaster.log"
-		fi
-	fi
-	record_result isolation "$passed" "$failed"
+	run_regress_suite isolation "$PG_ISOLATION_BIN" test/isolation/specs spec \
+		test/isolation/expected test/isolation -- "$@"
 }
 
 # (c) pgTAP: one throwaway server; every file gets a fresh database cloned
