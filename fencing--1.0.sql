@@ -226,3 +226,6 @@ COMMENT ON FUNCTION fencing.check_fence(text, bigint) IS
 -- may do is decided by its own grants above (advance_token and stats_reset
 -- are revoked from PUBLIC, resource_fences is read-only).
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
+
+-- Like pg_locks and pg_stat_*, the monitoring views are readable by everyone.
+GRANT SELECT ON fencing.locks, fencing.stats TO PUBLIC;

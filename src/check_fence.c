@@ -84,7 +84,7 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fencing.check_fence(): %s must not be NULL",
+				 errmsg("fencing.check_fence(): %s must not be null",
 						PG_ARGISNULL(0) ? "resource" : "token"),
 				 errhint("Pass the resource's name and the token of the lock you hold.")));
 
@@ -93,7 +93,7 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("fencing.check_fence(): token " INT64_FORMAT " is negative", token),
-				 errdetail("Fence tokens are positive.")));
+				 errdetail("Fence tokens are never negative.")));
 
 	latest = fencing_read_latest_token();
 	if (token > latest)

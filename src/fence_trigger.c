@@ -707,7 +707,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fencing.protect(): %s must not be NULL",
+				 errmsg("fencing.protect(): %s must not be null",
 						PG_ARGISNULL(0) ? "the table" :
 						PG_ARGISNULL(1) ? "fence_column" : "on_stale")));
 
@@ -783,7 +783,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fencing.unprotect(): the table must not be NULL")));
+				 errmsg("fencing.unprotect(): the table must not be null")));
 
 	rel = fence_open_owned_table(PG_GETARG_OID(0), "fencing.unprotect()");
 	qualified = fence_qualified_relname(rel);
