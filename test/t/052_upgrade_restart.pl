@@ -1,0 +1,152 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# Upgrade safety (issue 7).
+#
+# 1. ALTER EXTENSION fencing UPDATE is a no-op at the only version (1.0):
+#    it says so, raises no error, and neither the counter nor the state
+#    file moves back.
+# 2. A restart with the library installed again (the same file as a newer
+#    build would be) keeps the state file and the counter: tokens continue
+#    above every token issued before, after a clean and after an immediate
+#    stop.
+# 3. A standby whose shared_preload_libraries lacks fencing cannot replay the
+#    extension's WAL records: its startup process fails and the log names
+#    the missing resource manager and tells the operator to load the module
+#    through shared_preload_libraries (PostgreSQL's own message: the module
+#    is not loaded, so it cannot add its name).
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# The limit stored in a fencing.state file (magic, version, limit, crc).
+sub state_file_limit
+{
+	my ($node) = @_;
+	my $path = $node->data_dir . '/fencing.state';
+	return undef unless -f $path;
+	open(my $fh, '<:raw', $path) or die "could not open $path: $!";
+	local $/;
+	my $data = <$fh>;
+	close($fh);
+	my ($magic, $version, $limit) = unpack('L L Q', $data);
+	return undef unless defined $magic && $magic == 0x464E4331;
+	return $limit;
+}
+
+my $primary = PostgreSQL::Test::Cluster->new('primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$primary->start;
+$primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
+my $issued = $primary->safe_psql('postgres',
+	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 1000)) s');
+my $limit_before = state_file_limit($primary);
+ok(defined $limit_before, 'the primary has a valid fencing.state');
+cmp_ok($limit_before // 0, '>=', $issued, 'the state file covers the tokens issued');
+
+#
+# 1. ALTER EXTENSION UPDATE.
+#
+for my $sql ('ALTER EXTENSION fencing UPDATE', "ALTER EXTENSION fencing UPDATE TO '1.0'")
+{
+	my ($ret, $stdout, $stderr) = $primary->psql('postgres', $sql);
+	is($ret, 0, "$sql: no error");
+	like($stderr, qr/NOTICE:  version "1\.0" of extension "fencing" is already installed/,
+		"$sql: says the extension is already at version 1.0");
+}
+is($primary->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
+	'1.0', 'extension still at 1.0');
+cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
+	'>=', $issued, 'latest_token unchanged by ALTER EXTENSION UPDATE');
+cmp_ok(state_file_limit($primary) // 0, '>=', $limit_before,
+	'state file unchanged by ALTER EXTENSION UPDATE');
+my $after_update = $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($after_update, '>', $issued, 'next token after ALTER EXTENSION UPDATE is above');
+
+#
+# 2. Restart with the library installed again.  The test cannot write the
+# package library directory, so "a newer library" is the same file loaded
+# again by a new postmaster; a reservation far above the clock floor makes
+# sure that the counter, not the clock, is what carries tokens forward.
+#
+my $far = $primary->safe_psql('postgres',
+	'SELECT fencing.advance_token(fencing.latest_token() + 1000000000000)');
+my $before_restart = $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($before_restart, '>', $far, 'token above the advanced counter');
+$primary->restart;
+my $after_restart = $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($after_restart, '>', $before_restart,
+	'after a clean restart tokens continue above the last one');
+cmp_ok(state_file_limit($primary) // 0, '>', $after_restart,
+	'the state file covers the tokens issued after the restart');
+
+my $before_crash = $primary->safe_psql('postgres',
+	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 3000)) s');
+$primary->stop('immediate');
+$primary->start;
+my $after_crash = $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($after_crash, '>', $before_crash,
+	'after an immediate stop tokens continue above the last one');
+is($primary->safe_psql('postgres',
+		"SELECT count(*) FROM fencing.status() WHERE latest_token >= $after_crash AND reserved_limit > $after_crash"),
+	'1', 'fencing.status() agrees after the restarts');
+
+#
+# 3. A standby without the library.
+#
+$primary->backup('backup');
+my $standby = PostgreSQL::Test::Cluster->new('standby_without_fencing');
+$standby->init_from_backup($primary, 'backup', has_streaming => 1);
+# the configuration copied from the primary preloads fencing: take it out
+$standby->append_conf('postgresql.conf', "shared_preload_libraries = ''");
+
+# Records from now on: a reservation forced by advancing past the limit,
+# and tokens issued across it.
+my $reservations = $primary->safe_psql('postgres', 'SELECT reservations FROM fencing.stats');
+$primary->safe_psql('postgres',
+	'SELECT fencing.advance_token(fencing.latest_token() + 2000000)');
+$primary->safe_psql('postgres',
+	'SELECT count(fencing.next_token()) FROM generate_series(1, 3000)');
+cmp_ok($primary->safe_psql('postgres', 'SELECT reservations FROM fencing.stats'),
+	'>', $reservations, 'the primary wrote at least one reservation record');
+$primary->safe_psql('postgres', 'SELECT pg_switch_wal()');
+
+my $log_offset = -s $standby->logfile // 0;
+my $started = $standby->start(fail_ok => 1);
+note 'pg_ctl start of the standby ' . ($started ? 'returned' : 'failed');
+ok( $standby->wait_for_log(qr/resource manager with ID \d+ not registered/, $log_offset),
+	'the standby log says a resource manager is missing');
+my $log = slurp_file($standby->logfile, $log_offset);
+like($log, qr/resource manager with ID 128 not registered/,
+	"the standby log names the resource manager's ID (128, fencing's)");
+like($log, qr/HINT:  Include the extension module that implements this resource manager in shared_preload_libraries\./,
+	'the standby log hints to load the module in shared_preload_libraries');
+
+# Replay stopped: the standby is down (or refuses to serve) and is not
+# quietly running without the records.
+my $deadline = time() + 60;
+my $pid_file = $standby->data_dir . '/postmaster.pid';
+sleep(1) while (-f $pid_file && time() < $deadline);
+ok(!-f $pid_file, 'the standby shut down instead of running without the records');
+like($log, qr/startup process \(PID \d+\) exited with exit code 1/,
+	'the startup process exited with an error');
+
+# With the library back in shared_preload_libraries the same standby
+# replays the records and serves latest_token above the primary's tokens.
+$standby->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$standby->start;
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+cmp_ok($standby->safe_psql('postgres', 'SELECT fencing.latest_token()'),
+	'>=', $primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
+	'with fencing preloaded the standby replays and covers the primary');
+cmp_ok(state_file_limit($standby) // 0, '>=', state_file_limit($primary) // 0,
+	"the standby's state file caught up with the primary's");
+$standby->stop;
+$primary->stop;
+done_testing();
