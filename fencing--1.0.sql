@@ -128,6 +128,7 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT locks_busy bigint,
 	OUT locks_timed_out bigint,
 	OUT leases_granted bigint,
+	OUT leases_expired bigint,
 	OUT stale_writes_rejected bigint,
 	OUT stats_reset timestamptz)
 RETURNS record

@@ -89,6 +89,14 @@ static int	waiting_slot = -1;
 
 static bool exit_callback_registered = false;
 
+/*
+ * Whether this transaction took a lease; the log hook uses it to count
+ * sessions the server ended because a lease holder sat idle too long.
+ */
+static bool lease_in_force = false;
+
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
 /* A lock name, canonicalised once per call. */
 typedef struct LockRequest
 {
@@ -102,6 +110,7 @@ static void locks_xact_callback(XactEvent event, void *arg);
 static void locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
 static void locks_shmem_exit(int code, Datum arg);
+static void locks_emit_log(ErrorData *edata);
 
 /*
  * Register the end-of-transaction callbacks; called from _PG_init, so every
@@ -112,6 +121,28 @@ fencing_locks_init(void)
 {
 	RegisterXactCallback(locks_xact_callback, NULL);
 	RegisterSubXactCallback(locks_subxact_callback, NULL);
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = locks_emit_log;
+}
+
+/*
+ * The idle-in-transaction timeout that enforces a lease ends the session
+ * with a FATAL report and no code of ours in between; this hook sees that
+ * report before the backend exits, which is the one place to count an
+ * expired lease (fencing.stats.leases_expired).
+ */
+static void
+locks_emit_log(ErrorData *edata)
+{
+	if (lease_in_force &&
+		edata->elevel == FATAL &&
+		edata->sqlerrcode == ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT)
+	{
+		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
+		lease_in_force = false;
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
 }
 
 /*
@@ -284,6 +315,7 @@ locks_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			lease_in_force = false;
 			if (held_count > 0 || waiting)
 				release_all();
 			break;
@@ -684,6 +716,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 								 GUC_ACTION_LOCAL, true, 0, false);
 	}
 
+	lease_in_force = true;
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	fencing_stat_add(FENCING_STAT_LEASES_GRANTED, 1);
 	PG_RETURN_INT64(token);

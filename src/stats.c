@@ -154,8 +154,8 @@ Datum
 fencing_stat_rows(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[9];
-	bool		nulls[9] = {0};
+	Datum		values[10];
+	bool		nulls[10] = {0};
 	uint64		baseline[FENCING_STAT_COUNT];
 	TimestampTz reset_time;
 
@@ -174,8 +174,9 @@ fencing_stat_rows(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum((int64) stat_total(FENCING_STAT_LOCKS_BUSY, baseline));
 	values[5] = Int64GetDatum((int64) stat_total(FENCING_STAT_LOCKS_TIMED_OUT, baseline));
 	values[6] = Int64GetDatum((int64) stat_total(FENCING_STAT_LEASES_GRANTED, baseline));
-	values[7] = Int64GetDatum((int64) stat_total(FENCING_STAT_STALE_REJECTED, baseline));
-	values[8] = TimestampTzGetDatum(reset_time);
+	values[7] = Int64GetDatum((int64) stat_total(FENCING_STAT_LEASES_EXPIRED, baseline));
+	values[8] = Int64GetDatum((int64) stat_total(FENCING_STAT_STALE_REJECTED, baseline));
+	values[9] = TimestampTzGetDatum(reset_time);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

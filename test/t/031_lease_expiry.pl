@@ -52,6 +52,8 @@ ok( $node->log_contains(
 	'the server log says why');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
 	0, "A's row left the view with its session");
+is($node->safe_psql('postgres', 'SELECT leases_expired FROM fencing.stats'),
+	'1', 'fencing.stats counts the expired lease');
 is( $node->safe_psql(
 		'postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
 	0, "A's advisory lock is gone");
@@ -105,6 +107,9 @@ $c->quit;
 
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
 	0, 'the view is empty at the end');
+is($node->safe_psql('postgres',
+		'SELECT leases_granted, leases_expired FROM fencing.stats'),
+	'2|1', 'two leases granted, only the one whose holder stalled expired');
 
 $node->stop;
 done_testing();
