@@ -13,21 +13,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(state_file_limit);
 
-# The limit stored in a fencing.state file (magic, version, limit, crc).
-sub state_file_limit
-{
-	my ($node) = @_;
-	my $path = $node->data_dir . '/fencing.state';
-	return undef unless -f $path;
-	open(my $fh, '<:raw', $path) or die "could not open $path: $!";
-	local $/;
-	my $data = <$fh>;
-	close($fh);
-	my ($magic, $version, $limit) = unpack('L L Q', $data);
-	return undef unless defined $magic && $magic == 0x464E4331;
-	return $limit;
-}
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
