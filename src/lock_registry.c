@@ -261,6 +261,23 @@ slot_read(LockSlot *slot, LockSlotData *copy)
 }
 
 /*
+ * The probe sequence of a key: claiming a slot and looking for a colliding
+ * holder must visit the same slots in the same order, or the collision
+ * check (L6) would miss holders that claim placed elsewhere.
+ */
+static inline int
+probe_window(void)
+{
+	return Min(registry->capacity, REGISTRY_PROBE_WINDOW);
+}
+
+static inline int
+probe_slot(int64 key, int i)
+{
+	return (int) (((uint64) key + (uint64) i) % (uint64) registry->capacity);
+}
+
+/*
  * Claim a slot for a lock this backend holds (granted) or is about to
  * await, and publish its name.  Returns the slot number, or -1 when the
  * probe window had no free slot; the lock is then counted as untracked and
@@ -272,14 +289,11 @@ fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 							int64 token, bool granted)
 {
 	uint32		me = (uint32) MyProc->pgprocno + 1;
-	int			capacity = registry->capacity;
-	int			window = Min(capacity, REGISTRY_PROBE_WINDOW);
-	int			start = (int) ((uint64) key % (uint64) capacity);
 	int			i;
 
-	for (i = 0; i < window; i++)
+	for (i = 0; i < probe_window(); i++)
 	{
-		int			n = (start + i) % capacity;
+		int			n = probe_slot(key, i);
 		LockSlot   *slot = &slots[n].slot;
 		uint32		expected = 0;
 
@@ -376,14 +390,11 @@ fencing_lock_registry_own_name(int slotno, int *namelen)
 void
 fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 {
-	int			capacity = registry->capacity;
-	int			window = Min(capacity, REGISTRY_PROBE_WINDOW);
-	int			start = (int) ((uint64) key % (uint64) capacity);
 	int			i;
 
-	for (i = 0; i < window; i++)
+	for (i = 0; i < probe_window(); i++)
 	{
-		int			n = (start + i) % capacity;
+		int			n = probe_slot(key, i);
 		LockSlot   *slot = &slots[n].slot;
 		LockSlotData copy;
 
