@@ -183,6 +183,23 @@ fencing_lock_key(PG_FUNCTION_ARGS)
 }
 
 /*
+ * White space is collapsed lazily: a run only becomes one space when a
+ * character follows it, which trims trailing white space for free.  Bytes
+ * past the limit are counted but not stored, so the caller can report the
+ * canonical length in its error.
+ */
+static inline void
+flush_pending_space(char *buf, int *out, bool *pending_space)
+{
+	if (!*pending_space)
+		return;
+	if (*out < FENCING_NAME_MAX_BYTES)
+		buf[*out] = ' ';
+	(*out)++;
+	*pending_space = false;
+}
+
+/*
  * Fast path for a name of ASCII bytes only: lower-case A-Z, drop leading and
  * trailing white space, and turn every inner run of it into one space.  The
  * output length is still counted past the limit, so that the error can say
@@ -209,13 +226,7 @@ canonical_name_ascii(const char *name, int len, char *buf)
 			pending_space = (out > 0);
 			continue;
 		}
-		if (pending_space)
-		{
-			if (out < FENCING_NAME_MAX_BYTES)
-				buf[out] = ' ';
-			out++;
-			pending_space = false;
-		}
+		flush_pending_space(buf, &out, &pending_space);
 		if (c >= 'A' && c <= 'Z')
 			c += 'a' - 'A';
 		if (out < FENCING_NAME_MAX_BYTES)
@@ -303,13 +314,7 @@ canonical_name_icu(const char *name, int len, char *buf)
 			pending_space = (out > 0);
 			continue;
 		}
-		if (pending_space)
-		{
-			if (out < FENCING_NAME_MAX_BYTES)
-				buf[out] = ' ';
-			out++;
-			pending_space = false;
-		}
+		flush_pending_space(buf, &out, &pending_space);
 		c_len = U8_LENGTH(c);
 		if (out + c_len <= FENCING_NAME_MAX_BYTES)
 			U8_APPEND_UNSAFE(buf, out, c);
