@@ -500,6 +500,23 @@ resume_naively(void)
 }
 
 /*
+ * A statement of the billing run failed: a stale fence or another known
+ * outcome ends the worker with its exit status; a lost connection ends it
+ * as lost, or, for the demo's paused pod, reconnects and tries its pending
+ * bill with the old token as a stale pod would.
+ */
+static int
+end_after_failure(PGconn *conn, PGresult *res)
+{
+	int			status = classify_failure(conn, res);
+
+	PQclear(res);
+	if (status >= 0)
+		return status;
+	return opts.naive_resume ? resume_naively() : EXIT_LOST;
+}
+
+/*
  * Bill every customer under the lock, checking the lock before each side
  * effect, and commit.
  */
@@ -519,30 +536,17 @@ run_billing(PGconn *conn)
 
 		if (!still_holder(conn, &failed))
 		{
-			int			status;
-
 			if (failed == NULL)
 			{
 				report("stop", "fencing.held_token no longer returns its token: stops");
 				return EXIT_LOST;
 			}
-			status = classify_failure(conn, failed);
-			PQclear(failed);
-			if (status >= 0)
-				return status;
-			return opts.naive_resume ? resume_naively() : EXIT_LOST;
+			return end_after_failure(conn, failed);
 		}
 
 		res = bill_customer(conn, &customers[i], amount, sizeof(amount));
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		{
-			int			status = classify_failure(conn, res);
-
-			PQclear(res);
-			if (status >= 0)
-				return status;
-			return opts.naive_resume ? resume_naively() : EXIT_LOST;
-		}
+			return end_after_failure(conn, res);
 		PQclear(res);
 		customers[i].billed = 1;
 		report("bill", "held_token ok; billed %s %s with fence = token: accepted, no newer token on the row (uncommitted)",
@@ -553,14 +557,7 @@ run_billing(PGconn *conn)
 		sleep_ms(opts.step_ms);
 	res = PQexec(conn, "COMMIT");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-	{
-		int			status = classify_failure(conn, res);
-
-		PQclear(res);
-		if (status >= 0)
-			return status;
-		return opts.naive_resume ? resume_naively() : EXIT_LOST;
-	}
+		return end_after_failure(conn, res);
 	PQclear(res);
 	report("commit", "COMMIT accepted: %d invoices; every account's fence is now this token",
 		   ncustomers);
