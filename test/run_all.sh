@@ -21,7 +21,9 @@
 # run and kept, with its path printed, after a failure.
 #
 # Environment: FENCING_KEEP_SCRATCH=1 keeps the scratch directory;
-# FENCING_SKIP_BUILD=1 skips the build and install; FENCING_TAP_TIMEOUT and
+# FENCING_SKIP_BUILD=1 skips the build and install; FENCING_TEST_LOCK names
+# the lock file that keeps two runs on one machine apart (default
+# /tmp/fencing-test.lock); FENCING_TAP_TIMEOUT and
 # FENCING_SUITE_TIMEOUT (seconds) bound a stuck TAP file or suite.
 
 set -euo pipefail
@@ -32,6 +34,19 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/test/lib/common.sh"
 # shellcheck source=test/lib/suites.sh
 . "$ROOT/test/lib/suites.sh"
+
+# One run at a time per machine: a run installs fencing.so into the server's
+# library directory, and two runs would test each other's builds (and share
+# two cores).  flock holds the lock in a process of its own (-o), so no
+# server this run starts inherits it.
+TEST_LOCK=${FENCING_TEST_LOCK:-/tmp/fencing-test.lock}
+if [ -z "${FENCING_TEST_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
+	[ -e "$TEST_LOCK" ] || { : >"$TEST_LOCK" && chmod 666 "$TEST_LOCK"; } 2>/dev/null || true
+	if ! flock -n "$TEST_LOCK" true 2>/dev/null; then
+		echo "waiting for another test run on this machine to finish ($TEST_LOCK) ..."
+	fi
+	FENCING_TEST_LOCKED=1 exec flock -o "$TEST_LOCK" "$ROOT/test/run_all.sh" "$@"
+fi
 
 START_SECONDS=$SECONDS
 
