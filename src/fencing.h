@@ -7,7 +7,10 @@
  * tokens.c serves fence tokens from shared memory, token_wal.c makes their
  * reservations durable, normalize.c canonicalises lock names, locks.c and
  * lock_registry.c take and show named locks, fence_trigger.c and
- * check_fence.c reject stale writes, stats.c counts.
+ * check_fence.c reject stale writes (fence_protect.c installs the trigger,
+ * fence_ddl.c watches DDL on protected tables), statement_hooks.c knows
+ * where in a statement the backend is, stats.c counts; compat.h holds what
+ * differs between server versions.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -22,6 +25,8 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/plannodes.h"
+#include "utils/relcache.h"
 
 /*
  * SQLSTATEs of our own, class FN ("fencing").  A stale holder must stop, not
@@ -76,8 +81,21 @@ extern const char *fencing_lock_registry_own_name(int slotno, int *namelen);
 extern void fencing_lock_registry_check_collision(int64 key, const char *name,
 												  int namelen);
 
-/* fence_trigger.c, check_fence.c */
+/* fence_trigger.c, fence_protect.c, check_fence.c */
 extern void fencing_fence_init(void);
+extern char *fencing_qualified_relname(Relation rel);
+
+/* The name protect() gives the trigger, so re-running it replaces it. */
+#define FENCE_TRIGGER_NAME	"fencing_reject_stale"
+
+/* statement_hooks.c */
+extern void fencing_statement_hooks_init(void);
+extern bool fencing_merge_running(void);
+extern bool fencing_called_from_top_level(void);
+
+/* fence_ddl.c */
+extern void fencing_fence_utility_before(PlannedStmt *pstmt);
+extern void fencing_fence_utility_after(PlannedStmt *pstmt);
 
 /* stats.c */
 typedef enum FencingStat
