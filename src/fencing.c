@@ -51,6 +51,7 @@ _PG_init(void)
 	fencing_lock_registry_init();
 	fencing_locks_init();
 	fencing_fence_init();
+	fencing_statement_hooks_init();
 }
 
 /*

@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *		The differences between the server versions fencing builds against
+ *		(PostgreSQL 15 to 18), in one place.
+ *
+ * Each macro below names what the code needs, not the version that changed
+ * it, so that the .c files read the same on every version and a new server
+ * release means editing this file only.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/compat.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_COMPAT_H
+#define FENCING_COMPAT_H
+
+#include "executor/executor.h"
+
+/*
+ * ExecutorRun lost its execute_once argument in PostgreSQL 18.  Hooks are
+ * declared with FENCING_EXECUTOR_RUN_ARGS and call the next one with
+ * FENCING_EXECUTOR_RUN_PASS.
+ */
+#if PG_VERSION_NUM >= 180000
+#define FENCING_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define FENCING_EXECUTOR_RUN_PASS	queryDesc, direction, count
+#else
+#define FENCING_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
+	bool execute_once
+#define FENCING_EXECUTOR_RUN_PASS	queryDesc, direction, count, execute_once
+#endif
+
+#endif							/* FENCING_COMPAT_H */
