@@ -1,4 +1,4 @@
-/* fencing--1.0.sql */
+/* fencing--1.1.sql */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
@@ -166,7 +166,6 @@ COMMENT ON FUNCTION fencing.status() IS
 ------------------------------------------------------------------------
 -- Fences at the resource (src/fence_trigger.c, src/check_fence.c)
 ------------------------------------------------------------------------
--- FENCE SECTION: owned by the fence helper
 
 CREATE FUNCTION fencing.reject_stale()
 RETURNS trigger

@@ -48,7 +48,7 @@ command_ok(
 	'pg_restore into the new cluster');
 is($restored->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
-	'1.0', 'the extension was restored');
+	'1.1', 'the extension was restored');
 my $max_fence = $restored->safe_psql('postgres', 'SELECT max(fence) FROM invoice');
 my $first = $restored->safe_psql('postgres', 'SELECT fencing.next_token()');
 cmp_ok($first, '>', $old_last, "restored: the first token is above the old cluster's last");

@@ -3,9 +3,10 @@
 #
 # Upgrade safety (issue 7).
 #
-# 1. ALTER EXTENSION fencing UPDATE is a no-op at the only version (1.0):
-#    it says so, raises no error, and neither the counter nor the state
-#    file moves back.
+# 1. ALTER EXTENSION fencing UPDATE from 1.0 to the current version, and
+#    again at the current version (a no-op that says so): no error, and
+#    neither the counter nor the state file moves back.  That both paths
+#    build the same objects is test 053's job.
 # 2. A restart with the library installed again (the same file as a newer
 #    build would be) keeps the state file and the counter: tokens continue
 #    above every token issued before, after a clean and after an immediate
@@ -31,7 +32,7 @@ my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
 $primary->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
 $primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
+$primary->safe_psql('postgres', "CREATE EXTENSION fencing VERSION '1.0'");
 my $issued = $primary->safe_psql('postgres',
 	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 1000)) s');
 my $limit_before = state_file_limit($primary);
@@ -41,16 +42,22 @@ cmp_ok($limit_before // 0, '>=', $issued, 'the state file covers the tokens issu
 #
 # 1. ALTER EXTENSION UPDATE.
 #
-for my $sql ('ALTER EXTENSION fencing UPDATE', "ALTER EXTENSION fencing UPDATE TO '1.0'")
+my $current = $primary->safe_psql('postgres',
+	"SELECT default_version FROM pg_available_extensions WHERE name = 'fencing'");
+$primary->safe_psql('postgres', 'ALTER EXTENSION fencing UPDATE');
+is($primary->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
+	$current, "ALTER EXTENSION fencing UPDATE moved 1.0 to $current");
+for my $sql ('ALTER EXTENSION fencing UPDATE', "ALTER EXTENSION fencing UPDATE TO '$current'")
 {
 	my ($ret, $stdout, $stderr) = $primary->psql('postgres', $sql);
 	is($ret, 0, "$sql: no error");
-	like($stderr, qr/NOTICE:  version "1\.0" of extension "fencing" is already installed/,
-		"$sql: says the extension is already at version 1.0");
+	like($stderr, qr/NOTICE:  version "\Q$current\E" of extension "fencing" is already installed/,
+		"$sql: says the extension is already at version $current");
 }
 is($primary->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
-	'1.0', 'extension still at 1.0');
+	$current, "extension still at $current");
 cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 	'>=', $issued, 'latest_token unchanged by ALTER EXTENSION UPDATE');
 cmp_ok(state_file_limit($primary) // 0, '>=', $limit_before,
@@ -123,6 +130,10 @@ my $deadline = time() + 60;
 my $pid_file = $standby->data_dir . '/postmaster.pid';
 sleep(1) while (-f $pid_file && time() < $deadline);
 ok(!-f $pid_file, 'the standby shut down instead of running without the records');
+# pg_ctl may have returned before the startup process failed; the node
+# object then still believes the postmaster runs and would refuse to start
+# it again: tell it the postmaster is gone.
+$standby->_update_pid(0);
 like($log, qr/startup process \(PID \d+\) exited with exit code 1/,
 	'the startup process exited with an error');
 
