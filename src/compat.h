@@ -19,6 +19,7 @@
 #define FENCING_COMPAT_H
 
 #include "executor/executor.h"
+#include "storage/proc.h"
 
 /*
  * ExecutorRun lost its execute_once argument in PostgreSQL 18.  Hooks are
@@ -34,6 +35,16 @@
 	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
 	bool execute_once
 #define FENCING_EXECUTOR_RUN_PASS	queryDesc, direction, count, execute_once
+#endif
+
+/*
+ * This backend's local transaction id: a plain field of PGPROC until
+ * PostgreSQL 17 moved it into the virtual transaction id.
+ */
+#if PG_VERSION_NUM >= 170000
+#define FENCING_MY_LXID		(MyProc->vxid.lxid)
+#else
+#define FENCING_MY_LXID		(MyProc->lxid)
 #endif
 
 #endif							/* FENCING_COMPAT_H */

@@ -110,6 +110,49 @@ run_trigger_ddl(const char *sql)
 }
 
 /*
+ * Check that "column" of rel can be a fence: an ordinary bigint column that
+ * writers assign.  protect() calls it for the table it is given, so that a
+ * mistake is reported when it is easy to fix, and for every table it puts
+ * the trigger on; "caller" names the function in the messages.
+ */
+void
+fencing_validate_fence_column(Relation rel, const char *column, const char *caller)
+{
+	AttrNumber	attnum;
+	Form_pg_attribute attr;
+
+	attnum = get_attnum(RelationGetRelid(rel), column);
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("%s: column \"%s\" of table \"%s\" does not exist",
+						caller, column, RelationGetRelationName(rel)),
+				 errhint("Add a fence column first: ALTER TABLE ... ADD COLUMN %s bigint.",
+						 quote_identifier(column))));
+	if (attnum < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s: \"%s\" is a system column of table \"%s\"",
+						caller, column, RelationGetRelationName(rel)),
+				 errdetail("The fence must be an ordinary bigint column that writers assign.")));
+
+	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
+	if (attr->atttypid != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s: fence column \"%s\" of table \"%s\" must be of type bigint, not %s",
+						caller, column, RelationGetRelationName(rel),
+						format_type_be(attr->atttypid)),
+				 errdetail("Fence tokens are bigint.")));
+	if (attr->attgenerated != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("%s: fence column \"%s\" of table \"%s\" is a generated column",
+						caller, column, RelationGetRelationName(rel)),
+				 errdetail("The fence must be written by the lock holder.")));
+}
+
+/*
  * fencing.protect(tbl regclass, fence_column name, on_stale text): validate
  * the table and the column up front, where a mistake is easy to fix, then
  * install (or replace) the trigger under a fixed name so that running it
@@ -124,8 +167,6 @@ fencing_protect(PG_FUNCTION_ARGS)
 	const char *column;
 	char	   *mode;
 	Relation	rel;
-	AttrNumber	attnum;
-	Form_pg_attribute attr;
 	char	   *qualified;
 	StringInfoData sql;
 
@@ -148,35 +189,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 	rel = fence_open_owned_table(relid, "fencing.protect()");
 
-	attnum = get_attnum(relid, column);
-	if (attnum == InvalidAttrNumber)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("fencing.protect(): column \"%s\" of table \"%s\" does not exist",
-						column, RelationGetRelationName(rel)),
-				 errhint("Add a fence column first: ALTER TABLE ... ADD COLUMN %s bigint.",
-						 quote_identifier(column))));
-	if (attnum < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("fencing.protect(): \"%s\" is a system column of table \"%s\"",
-						column, RelationGetRelationName(rel)),
-				 errdetail("The fence must be an ordinary bigint column that writers assign.")));
-
-	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	if (attr->atttypid != INT8OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("fencing.protect(): fence column \"%s\" of table \"%s\" must be of type bigint, not %s",
-						column, RelationGetRelationName(rel),
-						format_type_be(attr->atttypid)),
-				 errdetail("Fence tokens are bigint.")));
-	if (attr->attgenerated != '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
-				 errmsg("fencing.protect(): fence column \"%s\" of table \"%s\" is a generated column",
-						column, RelationGetRelationName(rel)),
-				 errdetail("The fence must be written by the lock holder.")));
+	fencing_validate_fence_column(rel, column, "fencing.protect()");
 
 	qualified = fencing_qualified_relname(rel);
 	relation_close(rel, NoLock);

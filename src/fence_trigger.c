@@ -55,6 +55,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "compat.h"
 #include "fencing.h"
 
 PG_FUNCTION_INFO_V1(fencing_reject_stale);
@@ -547,7 +548,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 							   new_fence, old_fence);
 		}
 
-		fence_last_update.lxid = MyProc->lxid;
+		fence_last_update.lxid = FENCING_MY_LXID;
 		fence_last_update.cid = GetCurrentCommandId(false);
 		fence_last_update.relid = RelationGetRelid(rel);
 		fence_last_update.tid = oldtuple->t_self;
@@ -574,7 +575,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	 */
 	if (fence_last_update.relid == RelationGetRelid(rel) &&
 		ItemPointerEquals(&fence_last_update.tid, &oldtuple->t_self) &&
-		fence_last_update.lxid == MyProc->lxid &&
+		fence_last_update.lxid == FENCING_MY_LXID &&
 		fence_last_update.cid == GetCurrentCommandId(false))
 	{
 		fence_last_update.relid = InvalidOid;

@@ -84,6 +84,8 @@ extern void fencing_lock_registry_check_collision(int64 key, const char *name,
 /* fence_trigger.c, fence_protect.c, check_fence.c */
 extern void fencing_fence_init(void);
 extern char *fencing_qualified_relname(Relation rel);
+extern void fencing_validate_fence_column(Relation rel, const char *column,
+										  const char *caller);
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
