@@ -8,3 +8,8 @@
  * database updated from 1.0 and one created at 1.1 hold the same objects
  * (test/t/053_upgrade_script.pl compares them).
  */
+
+-- Raising a resource's fence fences out its holders, so it needs a right
+-- PUBLIC lacks (DESIGN.md F9): the owner grants EXECUTE to the roles that
+-- hold the locks and to services that check the tokens clients send them.
+REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;

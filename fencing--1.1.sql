@@ -222,9 +222,14 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION fencing.check_fence(text, bigint) IS
 'raise the resource''s fence watermark to token, or reject a stale token (SQLSTATE FN001); returns token';
 
+-- Raising a resource's fence fences out its holders, so it needs a right
+-- PUBLIC lacks (DESIGN.md F9): the owner grants EXECUTE to the roles that
+-- hold the locks and to services that check the tokens clients send them.
+REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
+
 -- Application roles call the lock, token and fence functions; what each one
--- may do is decided by its own grants above (advance_token and stats_reset
--- are revoked from PUBLIC, resource_fences is read-only).
+-- may do is decided by its own grants above (advance_token, stats_reset and
+-- check_fence are revoked from PUBLIC, resource_fences is read-only).
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
 
 -- Like pg_locks and pg_stat_*, the monitoring views are readable by everyone.

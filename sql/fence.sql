@@ -433,7 +433,14 @@ SELECT fencing.check_fence('x', NULL);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 SELECT fencing.check_fence('   ', 1);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
--- ordinary roles may call it, read the watermarks, but not write them directly
+-- raising a fence needs EXECUTE, which PUBLIC lacks (F9) ...
+SET ROLE regress_fence_intruder;
+SELECT fencing.check_fence('intruder-resource', 5);
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- ... granted, ordinary roles may call it, read the watermarks, but not
+-- write them directly
+GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO regress_fence_intruder;
 SET ROLE regress_fence_intruder;
 SELECT fencing.check_fence('intruder-resource', 5);
 SELECT fencing.check_fence('intruder-resource', 4);

@@ -14,7 +14,11 @@
  *
  * The function is SECURITY DEFINER (the table is not writable by PUBLIC),
  * so it refuses tokens above fencing.latest_token(): a token nobody was
- * issued would let any role block a resource for everyone.
+ * issued would let any role block a resource for everyone.  Even an issued
+ * token, fresh from fencing.next_token(), fences out every holder of the
+ * resource, so EXECUTE is revoked from PUBLIC (DESIGN.md F9): the owner
+ * grants it to the roles that hold the locks and to services that check
+ * the tokens their clients send.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -88,6 +92,9 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 						PG_ARGISNULL(0) ? "resource" : "token"),
 				 errhint("Pass the resource's name and the token of the lock you hold.")));
 
+	/* before judging the token: on a standby, "not issued" would hide why */
+	fencing_error_if_standby("fencing.check_fence()");
+
 	token = PG_GETARG_INT64(1);
 	if (token < 0)
 		ereport(ERROR,
@@ -102,8 +109,6 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 				 errmsg("fencing.check_fence(): token " INT64_FORMAT " has not been issued", token),
 				 errdetail("The highest token issued so far is " INT64_FORMAT ".", latest),
 				 errhint("Pass the token your lock call returned; an invented token would block the resource for every later holder.")));
-
-	fencing_error_if_standby("fencing.check_fence()");
 
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = Int64GetDatum(token);

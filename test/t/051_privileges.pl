@@ -2,10 +2,11 @@
 # Copyright (c) 2026, the fencing developers
 #
 # Privileges (issue 7).  An ordinary role (not superuser, not owner of the
-# extension) can take tokens and locks, use check_fence and read the
-# monitoring views, but cannot move the counter, reset the statistics,
-# write the watermarks directly, or protect/unprotect a table it does not
-# own.  A role whose search_path puts its own schema first, holding its own
+# extension) can take tokens and locks, use check_fence once it is granted
+# EXECUTE (PUBLIC lacks it: DESIGN.md F9, test/t/043_fence_roles.pl) and
+# read the monitoring views, but cannot move the counter, reset the
+# statistics, write the watermarks directly, or protect/unprotect a table
+# it does not own.  A role whose search_path puts its own schema first, holding its own
 # = <= < operators on bigint and text and its own hashtextextended,
 # normalize_name, lock_key and now, gets exactly the results a clean
 # search_path gives from protect(), check_fence() and the trigger, and stale
@@ -28,6 +29,7 @@ $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION fencing;
 CREATE ROLE app LOGIN;
+GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO app;
 CREATE TABLE owners_ledger (id int PRIMARY KEY, billed int NOT NULL DEFAULT 0, fence bigint);
 INSERT INTO owners_ledger VALUES (1, 0, NULL);
 SELECT fencing.protect('owners_ledger');
