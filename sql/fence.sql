@@ -112,7 +112,7 @@ SELECT tgname, pg_catalog.pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid =
 UPDATE files SET epoch = 0, fence = 2;
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 UPDATE files SET epoch = 2;
--- re-protecting with another mode replaces the trigger
+-- re-protecting with another mode replaces the trigger, and says so
 SELECT fencing.protect('files', 'epoch', 'skip');
 SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'files'::regclass;
 UPDATE files SET epoch = 1;

@@ -9,6 +9,14 @@
  * mistake is easy to fix: the table is an ordinary or partitioned table the
  * caller owns, and the fence column is a plain bigint that writers assign.
  *
+ * A write through a parent reaches its inheritance children's rows, and
+ * fires only the children's own row triggers, so a protected table's fence
+ * covers its whole tree: protect() puts the trigger on every inheritance
+ * descendant too (partitions get PostgreSQL's clone of the parent's), and
+ * fence_ddl.c calls fencing_follow_new_children() when DDL adds children
+ * later.  A descendant follows its parent's fence column and mode; protect()
+ * and unprotect() are run on the top of the tree.
+ *
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
@@ -18,17 +26,28 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
 #include "catalog/catalog.h"
+#include "catalog/namespace.h"
 #include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "fencing.h"
 
@@ -153,22 +172,394 @@ fencing_validate_fence_column(Relation rel, const char *column, const char *call
 }
 
 /*
+ * The OID of fencing.reject_stale(), or InvalidOid when the extension is
+ * not installed in this database.  Looked up without permission checks (a
+ * role without USAGE on schema fencing is still fenced), and by name rather
+ * than cached, so DROP EXTENSION and CREATE EXTENSION need no invalidation.
+ */
+Oid
+fencing_reject_stale_function(void)
+{
+	Oid			nspid = get_namespace_oid("fencing", true);
+
+	if (!OidIsValid(nspid))
+		return InvalidOid;
+	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						   CStringGetDatum("reject_stale"),
+						   PointerGetDatum(buildoidvector(NULL, 0)),
+						   ObjectIdGetDatum(nspid));
+}
+
+/*
+ * Every row trigger on relid that executes fencing.reject_stale(), read from
+ * pg_trigger rather than the relcache, so that it can be called for a
+ * relation this backend has not locked (TRUNCATE asks before it locks the
+ * tables it names).  The arguments default as the trigger's do.
+ */
+List *
+fencing_fence_triggers(Oid relid)
+{
+	Oid			funcid = fencing_reject_stale_function();
+	List	   *result = NIL;
+	Relation	tgrel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	if (!OidIsValid(funcid))
+		return NIL;
+
+	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_trigger form = (Form_pg_trigger) GETSTRUCT(tuple);
+		FenceTrigger *trigger;
+
+		if (form->tgfoid != funcid || !TRIGGER_FOR_ROW(form->tgtype))
+			continue;
+
+		trigger = (FenceTrigger *) palloc0(sizeof(FenceTrigger));
+		trigger->oid = form->oid;
+		trigger->name = pstrdup(NameStr(form->tgname));
+		trigger->type = form->tgtype;
+		trigger->enabled = form->tgenabled;
+		trigger->is_clone = OidIsValid(form->tgparentid);
+		trigger->column = "fence";
+		trigger->mode = "error";
+		if (form->tgnargs > 0)
+		{
+			bool		isnull;
+			Datum		args = heap_getattr(tuple, Anum_pg_trigger_tgargs,
+											RelationGetDescr(tgrel), &isnull);
+
+			if (!isnull)
+			{
+				char	   *arg = VARDATA_ANY(DatumGetByteaPP(args));
+
+				trigger->column = pstrdup(arg);
+				if (form->tgnargs > 1)
+					trigger->mode = pstrdup(arg + strlen(arg) + 1);
+			}
+		}
+		result = lappend(result, trigger);
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return result;
+}
+
+/*
+ * The trigger protect() installed on relid (or PostgreSQL cloned onto a
+ * partition from it), or NULL: the one a table's descendants follow.
+ */
+FenceTrigger *
+fencing_protect_trigger(Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, fencing_fence_triggers(relid))
+	{
+		FenceTrigger *trigger = (FenceTrigger *) lfirst(lc);
+
+		if (strcmp(trigger->name, FENCE_TRIGGER_NAME) == 0)
+			return trigger;
+	}
+	return NULL;
+}
+
+/*
+ * Whether a row trigger fires in this session, decided as the trigger
+ * manager decides (TriggerEnabled in trigger.c): a disabled trigger never
+ * fires, an ORIGIN one not while session_replication_role is replica (as
+ * in a logical replication apply worker), a REPLICA one only then.
+ */
+bool
+fencing_trigger_fires_here(const FenceTrigger *trigger)
+{
+	if (trigger->enabled == TRIGGER_FIRES_ALWAYS)
+		return true;
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return trigger->enabled == TRIGGER_FIRES_ON_REPLICA;
+	return trigger->enabled == TRIGGER_FIRES_ON_ORIGIN;
+}
+
+/*
+ * "schema.table" for a relation that is not open, for messages.
+ */
+char *
+fencing_qualified_relid_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * The direct parents of relid (its pg_inherits rows), or, with
+ * children = true, the direct children of relid whose link this transaction
+ * made: those are the tables DDL has just put under relid.
+ */
+static List *
+fence_inheritance_links(Oid relid, bool children)
+{
+	List	   *result = NIL;
+	Relation	inhrel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	inhrel = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyInit(&key,
+				children ? Anum_pg_inherits_inhparent : Anum_pg_inherits_inhrelid,
+				BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inhrel,
+							  children ? InheritsParentIndexId : InheritsRelidSeqnoIndexId,
+							  true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_inherits form = (Form_pg_inherits) GETSTRUCT(tuple);
+
+		if (!children)
+			result = lappend_oid(result, form->inhparent);
+		else if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+			result = lappend_oid(result, form->inhrelid);
+	}
+	systable_endscan(scan);
+	table_close(inhrel, AccessShareLock);
+	return result;
+}
+
+/*
+ * The fence that relid's direct parents give it (and the parent it comes
+ * from), or NULL when no parent is protected.  A table can follow one fence
+ * only: two protected parents with different columns or modes are an
+ * error.
+ */
+static FenceTrigger *
+fence_inherited_fence(Oid relid, Oid *from)
+{
+	FenceTrigger *result = NULL;
+	ListCell   *lc;
+
+	foreach(lc, fence_inheritance_links(relid, false))
+	{
+		Oid			parentid = lfirst_oid(lc);
+		FenceTrigger *fence = fencing_protect_trigger(parentid);
+
+		if (fence == NULL)
+			continue;
+		if (result == NULL)
+		{
+			result = fence;
+			*from = parentid;
+		}
+		else if (strcmp(result->column, fence->column) != 0 ||
+				 strcmp(result->mode, fence->mode) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table %s inherits from protected tables %s and %s, whose fences differ",
+							fencing_qualified_relid_name(relid),
+							fencing_qualified_relid_name(*from),
+							fencing_qualified_relid_name(parentid)),
+					 errdetail("Table %s is protected with fence column \"%s\" and on_stale '%s', table %s with fence column \"%s\" and on_stale '%s'.",
+							   fencing_qualified_relid_name(*from), result->column, result->mode,
+							   fencing_qualified_relid_name(parentid), fence->column, fence->mode),
+					 errhint("Protect both parents with the same fence column and mode.")));
+	}
+	return result;
+}
+
+/*
+ * Refuse protect() and unprotect() on a table that follows the fence of a
+ * protected parent: the parent decides for its whole tree.  protect() with
+ * the fence the table follows anyway is allowed (scripts protect every
+ * table they create, and a child attached before fencing 1.1 may still
+ * lack the trigger).
+ */
+static void
+fence_refuse_if_following(Relation rel, const char *column, const char *mode,
+						  const char *caller)
+{
+	Oid			parentid = InvalidOid;
+	FenceTrigger *fence = fence_inherited_fence(RelationGetRelid(rel), &parentid);
+
+	if (fence == NULL)
+		return;
+	if (column != NULL &&
+		strcmp(fence->column, column) == 0 && strcmp(fence->mode, mode) == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("%s: table %s follows the fence of protected table %s",
+					caller, fencing_qualified_relname(rel),
+					fencing_qualified_relid_name(parentid)),
+			 errdetail("Partitions and inheritance children of a protected table carry its fence column \"%s\" and on_stale '%s'.",
+					   fence->column, fence->mode),
+			 errhint("Run fencing.protect() or fencing.unprotect() on table %s.",
+					 fencing_qualified_relid_name(parentid))));
+}
+
+/* What fence_descendant_error_context() names when a descendant fails. */
+typedef struct FenceDescendantContext
+{
+	const char *descendant;
+	const char *ancestor;
+} FenceDescendantContext;
+
+/*
+ * Error context for a descendant that cannot follow its ancestor's fence:
+ * the message names the descendant, this line says why it matters.
+ */
+static void
+fence_descendant_error_context(void *arg)
+{
+	FenceDescendantContext *context = (FenceDescendantContext *) arg;
+
+	errcontext("table %s is a partition or inheritance child of protected table %s",
+			   context->descendant, context->ancestor);
+}
+
+/*
+ * Check that rel, a descendant of protected table ancestorid, can carry its
+ * fence: an ordinary or partitioned table (a foreign table's rows live on
+ * another server, where nothing checks them) whose fence column is valid,
+ * owned by the caller when the trigger is to be installed on it (partitions
+ * get PostgreSQL's clone, which needs no more than the parent).
+ */
+static void
+fence_check_descendant(Relation rel, Oid ancestorid, const char *column,
+					   const char *caller)
+{
+	FenceDescendantContext context;
+	ErrorContextCallback callback;
+	char		relkind = rel->rd_rel->relkind;
+
+	context.descendant = fencing_qualified_relname(rel);
+	context.ancestor = fencing_qualified_relid_name(ancestorid);
+	callback.callback = fence_descendant_error_context;
+	callback.arg = &context;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("%s: \"%s\" is not an ordinary or partitioned table, so it cannot be fenced",
+						caller, RelationGetRelationName(rel)),
+				 errdetail_relkind_not_supported(relkind),
+				 errhint("A foreign table's rows live on another server, where the fence cannot check writes; keep it out of a protected table's partitions and inheritance children.")));
+
+	if (!rel->rd_rel->relispartition &&
+		!pg_class_ownercheck(RelationGetRelid(rel), GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, RelationGetRelationName(rel));
+
+	fencing_validate_fence_column(rel, column, caller);
+
+	error_context_stack = callback.previous;
+}
+
+/*
+ * Put protect()'s trigger on rel, replacing the one it has.  CREATE OR
+ * REPLACE also repairs a trigger someone disabled or redefined by hand.  A
+ * change of column or mode is said in a NOTICE: a table protected with
+ * on_stale => 'skip' silently turning to 'error' (or back) would surprise.
+ * A partition's clone is left to PostgreSQL, which replaces it with its
+ * parent's trigger.
+ */
+static void
+fence_install(Relation rel, const char *column, const char *mode,
+			  const char *caller)
+{
+	FenceTrigger *old = fencing_protect_trigger(RelationGetRelid(rel));
+	char	   *qualified = fencing_qualified_relname(rel);
+	StringInfoData sql;
+
+	if (old != NULL && old->is_clone)
+		return;
+	if (old != NULL &&
+		(strcmp(old->column, column) != 0 || strcmp(old->mode, mode) != 0))
+		ereport(NOTICE,
+				(errcode(ERRCODE_SUCCESSFUL_COMPLETION),
+				 errmsg("%s: table %s changes from fence column \"%s\", on_stale '%s' to fence column \"%s\", on_stale '%s'",
+						caller, qualified, old->column, old->mode, column, mode)));
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE OR REPLACE TRIGGER " FENCE_TRIGGER_NAME
+					 " BEFORE INSERT OR UPDATE OR DELETE ON %s"
+					 " FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale(%s, %s)",
+					 qualified, quote_literal_cstr(column), quote_literal_cstr(mode));
+	run_trigger_ddl(sql.data);
+	CommandCounterIncrement();
+}
+
+/*
+ * Make one descendant follow its parents' fence: check it, and install the
+ * trigger on it unless it is a partition (PostgreSQL cloned the parent's).
+ * Descendants are visited parents first, so each finds its parents done.
+ */
+static void
+fence_follow_parents(Oid relid, const char *caller)
+{
+	Oid			parentid = InvalidOid;
+	FenceTrigger *fence = fence_inherited_fence(relid, &parentid);
+	Relation	rel;
+
+	if (fence == NULL)
+		return;
+
+	rel = relation_open(relid, AccessShareLock);
+	fence_check_descendant(rel, parentid, fence->column, caller);
+	if (!rel->rd_rel->relispartition)
+		fence_install(rel, fence->column, fence->mode, caller);
+	relation_close(rel, NoLock);
+}
+
+/*
+ * DDL has run that may have put tables under parentid (CREATE TABLE ...
+ * INHERITS or PARTITION OF, ALTER TABLE ... INHERIT or ATTACH PARTITION):
+ * if parentid is protected, each table this transaction linked to it, and
+ * everything below that table, follows its fence, or the DDL fails.
+ */
+void
+fencing_follow_new_children(Oid parentid)
+{
+	const char *caller = "fencing";
+	ListCell   *lc;
+
+	if (fencing_protect_trigger(parentid) == NULL)
+		return;
+
+	foreach(lc, fence_inheritance_links(parentid, true))
+	{
+		ListCell   *lc2;
+
+		foreach(lc2, find_all_inheritors(lfirst_oid(lc), AccessShareLock, NULL))
+			fence_follow_parents(lfirst_oid(lc2), caller);
+	}
+}
+
+/*
  * fencing.protect(tbl regclass, fence_column name, on_stale text): validate
- * the table and the column up front, where a mistake is easy to fix, then
- * install (or replace) the trigger under a fixed name so that running it
- * again, perhaps with another column or mode, is harmless.  The statement is
- * built from quoted identifiers and literals and names every object with its
- * schema, so the caller's search_path cannot change what it does.
+ * the table, the column and every partition and inheritance child up front,
+ * where a mistake is easy to fix, then install (or replace) the trigger
+ * under a fixed name on the table and its inheritance descendants, so that
+ * running it again, perhaps with another column or mode, is harmless.  The
+ * statements are built from quoted identifiers and literals and name every
+ * object with its schema, so the caller's search_path cannot change them.
  */
 Datum
 fencing_protect(PG_FUNCTION_ARGS)
 {
+	const char *caller = "fencing.protect()";
 	Oid			relid;
 	const char *column;
 	char	   *mode;
 	Relation	rel;
-	char	   *qualified;
-	StringInfoData sql;
+	List	   *descendants;
+	ListCell   *lc;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -187,51 +578,66 @@ fencing_protect(PG_FUNCTION_ARGS)
 				 errmsg("fencing.protect(): invalid on_stale value \"%s\"", mode),
 				 errhint("Use 'error' (stale writes fail) or 'skip' (stale writes touch no row).")));
 
-	rel = fence_open_owned_table(relid, "fencing.protect()");
+	rel = fence_open_owned_table(relid, caller);
+	fence_refuse_if_following(rel, column, mode, caller);
+	fencing_validate_fence_column(rel, column, caller);
 
-	fencing_validate_fence_column(rel, column, "fencing.protect()");
+	/* the lock CREATE TRIGGER takes on each; the list starts with relid */
+	descendants = list_delete_first(find_all_inheritors(relid, ShareRowExclusiveLock, NULL));
+	foreach(lc, descendants)
+	{
+		Relation	child = relation_open(lfirst_oid(lc), NoLock);
 
-	qualified = fencing_qualified_relname(rel);
+		fence_check_descendant(child, relid, column, caller);
+		relation_close(child, NoLock);
+	}
+
+	fence_install(rel, column, mode, caller);
+	foreach(lc, descendants)
+		fence_follow_parents(lfirst_oid(lc), caller);
+
 	relation_close(rel, NoLock);
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql,
-					 "CREATE OR REPLACE TRIGGER " FENCE_TRIGGER_NAME
-					 " BEFORE INSERT OR UPDATE OR DELETE ON %s"
-					 " FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale(%s, %s)",
-					 qualified, quote_literal_cstr(column), quote_literal_cstr(mode));
-
-	run_trigger_ddl(sql.data);
-
 	PG_RETURN_VOID();
 }
 
 /*
- * fencing.unprotect(tbl regclass): remove the trigger protect() installed.
- * Removing a fence is as sensitive as installing one, so the same checks
- * apply; a table that is not protected is left as it is.
+ * fencing.unprotect(tbl regclass): remove the trigger protect() installed,
+ * from the table and its inheritance descendants (partitions lose
+ * PostgreSQL's clone with the parent's trigger).  Removing a fence is as
+ * sensitive as installing one, so the same checks apply; a table that is
+ * not protected is left as it is.
  */
 Datum
 fencing_unprotect(PG_FUNCTION_ARGS)
 {
+	const char *caller = "fencing.unprotect()";
 	Relation	rel;
-	char	   *qualified;
-	StringInfoData sql;
+	ListCell   *lc;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("fencing.unprotect(): the table must not be null")));
 
-	rel = fence_open_owned_table(PG_GETARG_OID(0), "fencing.unprotect()");
-	qualified = fencing_qualified_relname(rel);
+	rel = fence_open_owned_table(PG_GETARG_OID(0), caller);
+	fence_refuse_if_following(rel, NULL, NULL, caller);
+
+	foreach(lc, find_all_inheritors(RelationGetRelid(rel), ShareRowExclusiveLock, NULL))
+	{
+		Oid			relid = lfirst_oid(lc);
+		FenceTrigger *fence = fencing_protect_trigger(relid);
+		StringInfoData sql;
+
+		/* a partition's clone goes with the trigger it was cloned from */
+		if (fence == NULL || fence->is_clone)
+			continue;
+		initStringInfo(&sql);
+		appendStringInfo(&sql, "DROP TRIGGER " FENCE_TRIGGER_NAME " ON %s",
+						 fencing_qualified_relid_name(relid));
+		run_trigger_ddl(sql.data);
+		CommandCounterIncrement();
+	}
+
 	relation_close(rel, NoLock);
-
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "DROP TRIGGER IF EXISTS " FENCE_TRIGGER_NAME " ON %s",
-					 qualified);
-
-	run_trigger_ddl(sql.data);
-
 	PG_RETURN_VOID();
 }

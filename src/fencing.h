@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 #include "nodes/plannodes.h"
 #include "utils/relcache.h"
 
@@ -89,6 +90,30 @@ extern void fencing_validate_fence_column(Relation rel, const char *column,
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
+
+/*
+ * A row trigger that executes fencing.reject_stale(), as pg_trigger stores
+ * it: protect() installs one named FENCE_TRIGGER_NAME, partitions carry
+ * PostgreSQL's clone of their parent's, and a DBA may have written others.
+ */
+typedef struct FenceTrigger
+{
+	Oid			oid;
+	char	   *name;
+	int16		type;			/* pg_trigger.tgtype */
+	char		enabled;		/* pg_trigger.tgenabled */
+	bool		is_clone;		/* a partition's copy of its parent's trigger */
+	char	   *column;			/* argument 1, default "fence" */
+	char	   *mode;			/* argument 2, default "error" */
+} FenceTrigger;
+
+/* fence_protect.c */
+extern Oid	fencing_reject_stale_function(void);
+extern List *fencing_fence_triggers(Oid relid);
+extern FenceTrigger *fencing_protect_trigger(Oid relid);
+extern bool fencing_trigger_fires_here(const FenceTrigger *trigger);
+extern char *fencing_qualified_relid_name(Oid relid);
+extern void fencing_follow_new_children(Oid parentid);
 
 /* statement_hooks.c */
 extern void fencing_statement_hooks_init(void);
