@@ -47,4 +47,12 @@
 #define FENCING_MY_LXID		(MyProc->lxid)
 #endif
 
+/*
+ * ALTER TABLE ... ALTER COLUMN ... SET EXPRESSION (AT_SetExpression) turns
+ * a column into a generated one from PostgreSQL 17 on.
+ */
+#if PG_VERSION_NUM >= 170000
+#define FENCING_HAVE_SET_EXPRESSION 1
+#endif
+
 #endif							/* FENCING_COMPAT_H */

@@ -24,6 +24,7 @@
 
 #include "postgres.h"
 
+#include "catalog/objectaccess.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "nodes/plannodes.h"
@@ -123,6 +124,8 @@ extern bool fencing_called_from_top_level(void);
 /* fence_ddl.c */
 extern void fencing_fence_utility_before(PlannedStmt *pstmt);
 extern void fencing_fence_utility_after(PlannedStmt *pstmt);
+extern void fencing_fence_object_access(ObjectAccessType access, Oid classId,
+										Oid objectId, int subId, void *arg);
 
 /* stats.c */
 typedef enum FencingStat

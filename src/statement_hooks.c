@@ -47,6 +47,7 @@ static int	merge_depth = 0;
 static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 static void statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS);
 static void statement_ExecutorFinish(QueryDesc *queryDesc);
@@ -56,6 +57,8 @@ static void statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString
 									 ParamListInfo params,
 									 QueryEnvironment *queryEnv,
 									 DestReceiver *dest, QueryCompletion *qc);
+static void statement_object_access(ObjectAccessType access, Oid classId,
+									Oid objectId, int subId, void *arg);
 
 /*
  * Install the hooks; called from _PG_init.
@@ -69,6 +72,8 @@ fencing_statement_hooks_init(void)
 	ExecutorFinish_hook = statement_ExecutorFinish;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = statement_ProcessUtility;
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = statement_object_access;
 }
 
 /*
@@ -177,4 +182,18 @@ statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	PG_END_TRY();
 
 	fencing_fence_utility_after(pstmt);
+}
+
+/*
+ * Object access hook: PostgreSQL calls it for each table TRUNCATE is about
+ * to empty, once the name is resolved, and for each trigger just created,
+ * with the table it is on: fence_ddl.c checks those two there.
+ */
+static void
+statement_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+						int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	fencing_fence_object_access(access, classId, objectId, subId, arg);
 }
