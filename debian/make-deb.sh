@@ -189,8 +189,8 @@ if is_root && id nobody >/dev/null 2>&1; then
 	lintian_cmd=(runuser -u nobody -- env "HOME=$STAGE/lintian" "TMPDIR=$STAGE/lintian" lintian)
 fi
 lintian_status=0
-"${lintian_cmd[@]}" --display-info --fail-on error "$changes" >"$OUT/lintian.txt" 2>&1 ||
-	lintian_status=$?
+(cd "$STAGE" && "${lintian_cmd[@]}" --display-info --fail-on error "$changes") \
+	>"$OUT/lintian.txt" 2>&1 || lintian_status=$?
 log "lintian $(lintian --print-version) on $(basename "$changes"):"
 if [ -s "$OUT/lintian.txt" ]; then
 	sed 's/^/  /' "$OUT/lintian.txt"
@@ -213,7 +213,10 @@ for v in $versions; do
 	log "  apt-get install $OUT/postgresql-$v-fencing_${package_version#*:}_$(dpkg --print-architecture).deb"
 done
 log "make deb: done in $((SECONDS - START_SECONDS)) s"
-if [ "$lintian_status" -ne 0 ] || [ "$errors" -ne 0 ]; then
+if [ "$errors" -ne 0 ]; then
 	die "lintian reported errors (above)"
+fi
+if [ "$lintian_status" -ne 0 ]; then
+	die "lintian failed with exit status $lintian_status (above)"
 fi
 exit 0
