@@ -28,6 +28,10 @@
 # (FENCING_TEST_LOCK, default /tmp/fencing-test.lock, as test/run_all.sh),
 # because it installs fencing into the server's directories.
 #
+# The scratch directory (the tree installcheck ran in, regression.diffs,
+# the server log) is removed after a clean run and kept, with its path
+# printed, after a failure or with FENCING_KEEP_SCRATCH=1.
+#
 # Environment: FENCING_PACKAGE_SKIP_BUILD=1 uses the packages already in
 # debian-build/ instead of running "make deb".
 
@@ -60,8 +64,22 @@ check()
 	fi
 }
 
+# Print the summary line last (after the clean-up, when there is one) and
+# exit: 0 only when nothing failed.  "finish planned" is the planned end;
+# called as the EXIT trap after a command failed or an interrupt, the run
+# counts one more failure.
 finish()
 {
+	local status=$?
+
+	trap - EXIT
+	if [ "${1:-}" != planned ] && [ "$status" -ne 0 ]; then
+		log "package-check: stopped early (exit status $status)"
+		FAILED=$((FAILED + 1))
+	fi
+	if declare -F cleanup >/dev/null; then
+		cleanup
+	fi
 	log "package check: $(($(date +%s) - STARTED)) s"
 	log "package: $PASSED passed, $FAILED failed"
 	if [ "$FAILED" -eq 0 ]; then
@@ -69,11 +87,13 @@ finish()
 	fi
 	exit 1
 }
+trap finish EXIT
+trap 'log "interrupted"; exit 130' INT TERM
 
 if ! is_root; then
 	log "package-check: must run as root (it installs the package and creates a cluster)"
 	FAILED=$((FAILED + 1))
-	finish
+	finish planned
 fi
 
 # --- the build (no lock) ----------------------------------------------------------
@@ -102,7 +122,7 @@ if [ -z "${FENCING_PACKAGE_PHASE:-}" ]; then
 	fi
 	check "lintian ran and reports no errors" "$status"
 	if [ "$FAILED" -gt 0 ]; then
-		finish
+		finish planned
 	fi
 
 	TEST_LOCK=${FENCING_TEST_LOCK:-/tmp/fencing-test.lock}
@@ -133,6 +153,7 @@ drop_cluster()
 	local v=$1 status=0
 
 	rm -f "/etc/postgresql/$v/$CLUSTER/conf.d/fencing-installcheck.conf"
+	cp "/var/log/postgresql/postgresql-$v-$CLUSTER.log" "$SCRATCH/" 2>/dev/null || true
 	pg_dropcluster --stop "$v" "$CLUSTER" || status=$?
 	return "$status"
 }
@@ -164,10 +185,12 @@ cleanup_version()
 cleanup()
 {
 	cleanup_version
-	rm -rf "$SCRATCH"
+	if [ "$FAILED" -gt 0 ] || [ "${FENCING_KEEP_SCRATCH:-0}" = 1 ]; then
+		log "scratch directory kept: $SCRATCH"
+	else
+		rm -rf "$SCRATCH"
+	fi
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # Run a command as postgres against the cluster on port $1.
 as_postgres()
@@ -312,4 +335,4 @@ if [ "$versions" -eq 0 ]; then
 	log "no postgresql-NN-fencing_*.deb in $DEB_DIR"
 	FAILED=$((FAILED + 1))
 fi
-finish
+finish planned
