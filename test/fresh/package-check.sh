@@ -147,15 +147,27 @@ CURRENT_VERSION=
 CURRENT_PACKAGE=
 
 # Drop the cluster $CLUSTER of version $1, with the configuration file this
-# script added (pg_dropcluster leaves files it did not create behind).
+# script added (pg_dropcluster leaves files it did not create behind).  A
+# server that does not stop in fast mode is stopped in immediate mode, then
+# killed, so that it is gone either way; that still counts as a failure.
 drop_cluster()
 {
-	local v=$1 status=0
+	local v=$1 pid
 
 	rm -f "/etc/postgresql/$v/$CLUSTER/conf.d/fencing-installcheck.conf"
 	cp "/var/log/postgresql/postgresql-$v-$CLUSTER.log" "$SCRATCH/" 2>/dev/null || true
-	pg_dropcluster --stop "$v" "$CLUSTER" || status=$?
-	return "$status"
+	pg_dropcluster --stop "$v" "$CLUSTER" && return 0
+
+	log "$v/$CLUSTER did not stop in fast mode: stopping it in immediate mode"
+	pg_ctlcluster "$v" "$CLUSTER" stop -m immediate || true
+	pid=$(head -n 1 "/var/lib/postgresql/$v/$CLUSTER/postmaster.pid" 2>/dev/null || true)
+	if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+		log "killing postmaster $pid of $v/$CLUSTER"
+		kill -KILL "$pid" || true
+		sleep 2
+	fi
+	pg_dropcluster "$v" "$CLUSTER" || true
+	return 1
 }
 
 # Remove what this run created for the version being checked: the cluster,
