@@ -102,13 +102,12 @@ require_packages dpkg-dev debhelper lintian postgresql-server-dev-all
 if [ -n "${DEB_PG_VERSIONS:-}" ]; then
 	wanted=$DEB_PG_VERSIONS
 else
-	wanted=$(installed_servers | tr '\n' ' ')
+	wanted=$(installed_servers | paste -sd ' ')
 	[ -n "$wanted" ] || die "no PostgreSQL server installed (/usr/lib/postgresql/NN/bin/postgres); install postgresql-NN first"
 fi
 # pg_buildext keeps those that debian/pgversions supports.
-versions=$(cd "$ROOT" && PG_SUPPORTED_VERSIONS=$wanted pg_buildext supported-versions | tr '\n' ' ')
-versions=${versions% }
-[ -n "$versions" ] || die "none of the servers ($wanted) is supported by debian/pgversions ($(grep -v '^#' "$ROOT/debian/pgversions" | tr '\n' ' '))"
+versions=$(cd "$ROOT" && PG_SUPPORTED_VERSIONS=$wanted pg_buildext supported-versions | paste -sd ' ')
+[ -n "$versions" ] || die "none of the servers ($wanted) is supported by debian/pgversions ($(grep -v '^#' "$ROOT/debian/pgversions" | paste -sd ' '))"
 
 dev_packages=()
 for v in $versions; do
