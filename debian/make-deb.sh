@@ -13,7 +13,8 @@
 # version it builds, and the Build-Depends of debian/control.  As another
 # user it says what to install and stops.
 #
-# debian-build/ (or $FENCING_DEB_DIR) then holds, replacing an earlier run's:
+# debian-build/ (or $FENCING_DEB_DIR) then holds, replacing an earlier run's
+# files of these names:
 #   postgresql-NN-fencing_VERSION_ARCH.deb        the package per server
 #   postgresql-NN-fencing-dbgsym_VERSION_ARCH.deb its debug symbols
 #   fencing_VERSION.dsc, .orig.tar.xz, .debian.tar.xz   the source package
@@ -161,8 +162,10 @@ fi
 
 # --- build -------------------------------------------------------------------
 
-rm -rf "$OUT"
+# An earlier run's results go; nothing else in $OUT is touched.
 mkdir -p "$OUT"
+rm -f "$OUT"/fencing_* "$OUT"/postgresql-*-fencing_* "$OUT"/postgresql-*-fencing-dbgsym_* \
+	"$OUT/build.log" "$OUT/lintian.txt"
 log "building (log: $OUT/build.log) ..."
 build_status=0
 (cd "$src" && dpkg-buildpackage --build=full -us -uc -jauto) >"$OUT/build.log" 2>&1 ||
