@@ -7,6 +7,9 @@
 #   make demo            the invoice scenario on a throwaway server
 #   make installcheck    the SQL suites against a server you already run
 #   make bench           side-by-side ratios (see bench/README.md)
+#   make deb             Debian packages postgresql-NN-fencing for every
+#                        installed server, into debian-build/ (see
+#                        debian/make-deb.sh)
 
 EXTENSION = fencing
 MODULE_big = fencing
@@ -38,7 +41,7 @@ REGRESS_OPTS = --inputdir=. --load-extension=fencing
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: test demo bench bench-peers test-asan
+.PHONY: test demo bench bench-peers test-asan deb
 
 test:
 	./test/run_all.sh
@@ -54,3 +57,6 @@ bench:
 
 bench-peers:
 	./bench/peers/run.sh
+
+deb:
+	DEB_PG_VERSIONS="$(DEB_PG_VERSIONS)" ./debian/make-deb.sh
