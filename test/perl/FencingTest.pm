@@ -8,7 +8,13 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-our @EXPORT_OK = qw(state_file_limit @WHITE_SPACE @IGNORABLE);
+use File::Temp qw(tempdir);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+
+our @EXPORT_OK = qw(state_file_limit start_pgbouncer stop_pgbouncer
+  @WHITE_SPACE @IGNORABLE);
 
 # The limit stored in a node's fencing.state file (magic, version, limit,
 # crc; see src/token_wal.c), or undef when there is no valid file.
@@ -24,6 +30,73 @@ sub state_file_limit
 	my ($magic, $version, $limit) = unpack('L L Q', $data);
 	return undef unless defined $magic && $magic == 0x464E4331;
 	return $limit;
+}
+
+# Debian's pgbouncer, where the tests expect it.
+our $PGBOUNCER = '/usr/sbin/pgbouncer';
+
+# Start pgbouncer in transaction pooling mode in front of $node, with
+# $pool_size server connections.  It listens on a Unix socket of its own
+# port in the node's socket directory, so the returned Cluster object
+# ({pool}) connects through it with psql and background_psql.  {up} says
+# whether it accepted a connection within ten seconds; {diag} returns its
+# output and log for a failure message.
+sub start_pgbouncer
+{
+	my ($node, $pool_size) = @_;
+	my $user = $node->safe_psql('postgres', 'SELECT current_user');
+	my $dir = tempdir(CLEANUP => 1);
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my ($host, $node_port) = ($node->host, $node->port);
+	my $ini = "$dir/pgbouncer.ini";
+
+	open(my $fh, '>', $ini) or die "could not write $ini: $!";
+	print $fh <<"EOS";
+[databases]
+postgres = host=$host port=$node_port dbname=postgres user=$user
+
+[pgbouncer]
+listen_addr =
+listen_port = $port
+unix_socket_dir = $host
+auth_type = any
+pool_mode = transaction
+default_pool_size = $pool_size
+min_pool_size = 0
+max_client_conn = 20
+server_lifetime = 3600
+server_idle_timeout = 3600
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+ignore_startup_parameters = extra_float_digits
+EOS
+	close($fh);
+
+	my %bouncer = (out => '', err => '');
+	$bouncer{run} = IPC::Run::start([ $PGBOUNCER, $ini ],
+		'<', \undef, '>', \$bouncer{out}, '2>', \$bouncer{err});
+	$bouncer{pool} = PostgreSQL::Test::Cluster->new('pool', port => $port);
+	$bouncer{up} = 0;
+	for (1 .. 100)
+	{
+		my ($ret) = $bouncer{pool}->psql('postgres', 'SELECT 1');
+		if ($ret == 0) { $bouncer{up} = 1; last; }
+		select(undef, undef, undef, 0.1);
+	}
+	$bouncer{diag} = sub {
+		return $bouncer{err}
+		  . (-e "$dir/pgbouncer.log" ? slurp_file("$dir/pgbouncer.log") : '');
+	};
+	return \%bouncer;
+}
+
+# Stop a pgbouncer that start_pgbouncer started.
+sub stop_pgbouncer
+{
+	my ($bouncer) = @_;
+	$bouncer->{run}->signal('INT');
+	$bouncer->{run}->finish;
+	return;
 }
 
 # Every Unicode White_Space code point: lock names collapse runs of them.

@@ -15,67 +15,29 @@
 use strict;
 use warnings;
 
-use File::Temp qw(tempdir);
-use IPC::Run;
+use FindBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $pgbouncer = '/usr/sbin/pgbouncer';
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(start_pgbouncer stop_pgbouncer);
+
 plan skip_all =>
-  "$pgbouncer not found: install the Debian package pgbouncer to run this test"
-  unless -x $pgbouncer;
+  "$FencingTest::PGBOUNCER not found: install the Debian package pgbouncer to run this test"
+  unless -x $FencingTest::PGBOUNCER;
 
 my $node = PostgreSQL::Test::Cluster->new('pooled');
 $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
-my $user = $node->safe_psql('postgres', 'SELECT current_user');
 
-# PgBouncer listens on a Unix socket of its own port in the node's socket
-# directory, so a second Cluster object with that port connects through it.
-my $dir = tempdir(CLEANUP => 1);
-my $bouncer_port = PostgreSQL::Test::Cluster::get_free_port();
-my $conf = "$dir/pgbouncer.ini";
-my $host = $node->host;
-my $port = $node->port;
-open(my $fh, '>', $conf) or die "could not write $conf: $!";
-print $fh <<"EOS";
-[databases]
-postgres = host=$host port=$port dbname=postgres user=$user
-
-[pgbouncer]
-listen_addr =
-listen_port = $bouncer_port
-unix_socket_dir = $host
-auth_type = any
-pool_mode = transaction
-default_pool_size = 2
-min_pool_size = 0
-max_client_conn = 20
-server_lifetime = 3600
-server_idle_timeout = 3600
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-ignore_startup_parameters = extra_float_digits
-EOS
-close($fh);
-
-my ($bouncer_out, $bouncer_err) = ('', '');
-my $bouncer_run = IPC::Run::start([ $pgbouncer, $conf ],
-	'<', \undef, '>', \$bouncer_out, '2>', \$bouncer_err);
-
-my $pool = PostgreSQL::Test::Cluster->new('pool', port => $bouncer_port);
-my $up = 0;
-for (1 .. 100)
-{
-	my ($ret) = $pool->psql('postgres', 'SELECT 1');
-	if ($ret == 0) { $up = 1; last; }
-	select(undef, undef, undef, 0.1);
-}
-ok($up, 'pgbouncer accepts connections')
-  or diag($bouncer_err . (-e "$dir/pgbouncer.log" ? slurp_file("$dir/pgbouncer.log") : ''));
+# A pool of two server connections.
+my $bouncer = start_pgbouncer($node, 2);
+my $pool = $bouncer->{pool};
+ok($bouncer->{up}, 'pgbouncer accepts connections')
+  or diag($bouncer->{diag}->());
 
 # Client 1 holds the lock in a transaction through the pool.
 my $c1 = $pool->background_psql('postgres');
@@ -171,7 +133,6 @@ is($c1->query_safe("SELECT fencing.try_lock('abandoned') IS NOT NULL"),
 
 $c1->quit;
 $c2->quit;
-$bouncer_run->signal('INT');
-$bouncer_run->finish;
+stop_pgbouncer($bouncer);
 $node->stop;
 done_testing();
