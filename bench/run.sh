@@ -436,6 +436,8 @@ CREATE TABLE bulk_ctrigger (id int PRIMARY KEY, balance bigint NOT NULL, fence b
 INSERT INTO bulk_plpgsql SELECT i, 0, 1000 FROM generate_series(1, 5000) i;
 INSERT INTO bulk_ctrigger SELECT i, 0, 1000 FROM generate_series(1, 5000) i;
 
+-- the fence 1000 must be a token this cluster has issued (F8)
+SELECT fencing.next_token() > 1000 AS token_issued;
 SELECT fencing.protect('row_fenced');
 SELECT fencing.protect('bulk_fenced');
 

@@ -288,7 +288,7 @@ CREATE TABLE billing.accounts (
 	name		text NOT NULL,
 	monthly_fee	numeric(10,2) NOT NULL,
 	balance		numeric(10,2) NOT NULL DEFAULT 0,
-	fence		bigint NOT NULL DEFAULT 0
+	fence		bigint		-- no DEFAULT: protect() refuses one (F7)
 );
 CREATE TABLE billing.invoices (
 	invoice_id	bigserial PRIMARY KEY,

@@ -9,12 +9,14 @@
 DROP SCHEMA IF EXISTS example CASCADE;
 CREATE SCHEMA example;
 
--- "fence" holds the token of the last holder that wrote the row.
+-- "fence" holds the token of the last holder that wrote the row (NULL:
+-- never written under a lock).  It has no DEFAULT: a default would stand
+-- in for a token, and fencing.protect() refuses such a column.
 CREATE TABLE example.accounts (
 	id		integer PRIMARY KEY,
 	owner	text NOT NULL,
 	balance	numeric(12,2) NOT NULL DEFAULT 0,
-	fence	bigint NOT NULL DEFAULT 0
+	fence	bigint
 );
 
 INSERT INTO example.accounts (id, owner) VALUES

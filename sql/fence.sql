@@ -2,11 +2,15 @@
 -- Stale-write protection: reject_stale(), fencing.token, protect(),
 -- unprotect(), check_fence() (DESIGN.md F1-F5).
 --
--- Fences below are small literal numbers so the output is stable; the
--- trigger compares whatever bigint it is given.  After each expected error
--- the SQLSTATE is echoed: FN001 for every stale or missing token.
+-- Fences below are small literal numbers so the output is stable.  A
+-- fence must be a token the cluster has issued (F8, 1 <= fence <=
+-- latest_token()), so the first statement issues one: tokens are far
+-- above these numbers.  After each expected error the SQLSTATE is echoed:
+-- FN001 for every stale or missing token.  sql/fence_rules.sql has the
+-- full rules of the writer's token.
 --
 \set SHOW_CONTEXT never
+SELECT fencing.next_token() > 1000 AS token_issued;
 
 CREATE TABLE ledger (id int PRIMARY KEY, customer text, billed int NOT NULL DEFAULT 0, fence bigint);
 INSERT INTO ledger VALUES (1, 'acme', 0, 10), (2, 'globex', 0, NULL);
@@ -45,12 +49,20 @@ SET LOCAL fencing.token = 25;
 UPDATE ledger SET billed = billed + 1 WHERE id = 1;
 INSERT INTO ledger (id, customer) VALUES (3, 'initech');
 SELECT id, billed, fence FROM ledger WHERE id IN (1, 3) ORDER BY id;
--- an explicit fence wins over fencing.token
-UPDATE ledger SET fence = 30 WHERE id = 3;
-INSERT INTO ledger (id, customer, fence) VALUES (4, 'umbrella', 26);
-SELECT id, fence FROM ledger WHERE id IN (3, 4) ORDER BY id;
+-- the statement may give the same token as fencing.token
+UPDATE ledger SET fence = 25 WHERE id = 3;
 -- fencing.token itself can be stale
+SET LOCAL fencing.token = 30;
 UPDATE ledger SET billed = billed + 1 WHERE id = 3;
+SELECT id, fence FROM ledger WHERE id IN (1, 3) ORDER BY id;
+SET LOCAL fencing.token = 25;
+UPDATE ledger SET billed = billed + 1 WHERE id = 3;
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- a fence other than fencing.token is a second token: a write carries one
+BEGIN;
+SET LOCAL fencing.token = 25;
+INSERT INTO ledger (id, customer, fence) VALUES (4, 'umbrella', 26);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 ROLLBACK;
 -- SET LOCAL ended with the transaction
@@ -104,18 +116,18 @@ SELECT * FROM jobs;
 
 -- a custom fence column, and re-running protect is harmless (one trigger)
 CREATE TABLE files (path text PRIMARY KEY, epoch bigint, fence int);
-INSERT INTO files VALUES ('/a', 1, 1);
+INSERT INTO files VALUES ('/a', 3, 1);
 SELECT fencing.protect('files', 'epoch');
 SELECT fencing.protect('files', 'epoch');
 SELECT fencing.protect('files'::regclass, fence_column => 'epoch', on_stale => 'error');
 SELECT tgname, pg_catalog.pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'files'::regclass;
-UPDATE files SET epoch = 0, fence = 2;
+UPDATE files SET epoch = 2, fence = 2;
 \echo sqlstate: :LAST_ERROR_SQLSTATE
-UPDATE files SET epoch = 2;
+UPDATE files SET epoch = 4;
 -- re-protecting with another mode replaces the trigger, and says so
 SELECT fencing.protect('files', 'epoch', 'skip');
 SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'files'::regclass;
-UPDATE files SET epoch = 1;
+UPDATE files SET epoch = 3;
 SELECT * FROM files;
 
 -- unprotect removes it; unprotecting again is harmless
@@ -372,7 +384,7 @@ SET LOCAL fencing.token = 7;
 COPY copied FROM stdin;
 3	\N
 4	\N
-5	8
+5	7
 \.
 COMMIT;
 COPY copied FROM stdin;

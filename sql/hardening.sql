@@ -236,10 +236,12 @@ SELECT fencing.protect('hard_temp');
 INSERT INTO hard_temp VALUES (1, 0, 10);
 SELECT err('UPDATE hard_temp SET v = 1, fence = 9 WHERE id = 1') AS stale_update;
 UPDATE hard_temp SET v = 2, fence = 11 WHERE id = 1;
--- the trigger stamps the value SET above (white space allowed around it)
-SET fencing.token = ' 12 ';
+-- the trigger stamps the value SET in the same transaction (white space
+-- allowed around it)
+BEGIN;
+SET LOCAL fencing.token = ' 12 ';
 INSERT INTO hard_temp (id, v) VALUES (2, 0);
-RESET fencing.token;
+COMMIT;
 SELECT err('INSERT INTO hard_temp (id, v) VALUES (3, 0)') AS insert_without_token;
 SELECT id, v, fence FROM hard_temp ORDER BY id;
 SELECT fencing.unprotect('hard_temp');
