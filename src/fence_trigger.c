@@ -22,6 +22,10 @@
  * ERRCODE_FENCING_STALE_TOKEN or, in 'skip' mode, touches no row, as the
  * guide's "WHERE fence < $2" does.
  *
+ * fencing.token counts only in the transaction that set it (F6): a value
+ * left from an earlier transaction, or from a setting that outlives
+ * transactions, never stands in for the writer's token.
+ *
  * The per-row path reads two attributes and compares them: the column
  * number and the mode are resolved from the relation's descriptor the first
  * time a trigger fires and cached until the relation is invalidated, and
@@ -63,15 +67,25 @@ PG_FUNCTION_INFO_V1(fencing_reject_stale);
 /* fencing.token: the raw string the GUC machinery owns ... */
 static char *fence_token_string = NULL;
 
-/* ... and its parsed value, set by the assign hook so rows need no parsing */
+/*
+ * ... its parsed value, set by the assign hook so rows need no parsing, and
+ * the local transaction id of the transaction that set it: the value counts
+ * only while that transaction runs (F6).
+ */
 static bool fence_token_is_set = false;
 static int64 fence_token_value = 0;
+static LocalTransactionId fence_token_lxid = InvalidLocalTransactionId;
 
-/* What the check hook hands to the assign hook (malloc'd, GUC frees it). */
+/*
+ * What the check hook hands to the assign hook (malloc'd, GUC frees it).
+ * GUC keeps it with the value, so a value that ROLLBACK TO or the end of a
+ * SET LOCAL brings back comes with the transaction id of its own SET.
+ */
 typedef struct FenceTokenSetting
 {
 	bool		is_set;
 	int64		value;
+	LocalTransactionId lxid;
 } FenceTokenSetting;
 
 /* What a stale write does: fail the statement, or silently touch no row. */
@@ -133,20 +147,22 @@ static void fence_report_stale(Relation rel, const char *column,
 static void fence_cache_invalidate(Datum arg, Oid relid);
 
 /*
- * Define fencing.token; called from _PG_init.  The setting is per session
- * (meant for SET LOCAL, so it ends with the transaction that holds the
- * lock) and any role may set it: it only tells the trigger which token the
- * caller claims, and a claim is checked against the row like any other.
- * It cannot be set in postgresql.conf: a server-wide token would stamp
- * every unfenced write and turn F2 off.
+ * Define fencing.token; called from _PG_init.  The setting is meant for SET
+ * LOCAL, and any role may set it: it only tells the trigger which token
+ * the caller claims, and a claim is checked against the row like any other.
+ * It counts only in the transaction that set it, and the check hook
+ * refuses every source but SET itself (F6): a token from postgresql.conf,
+ * a role, a database, a function or a connection would stand in for the
+ * token of writes that carry none, and turn F2 off.
  */
 void
 fencing_fence_init(void)
 {
 	DefineCustomStringVariable("fencing.token",
 							   "Fence token that reject_stale() uses for writes that do not assign the fence column.",
-							   "Empty means unset: such writes, and every DELETE on a protected table, are rejected. "
-							   "Use SET LOCAL so the token ends with the transaction that holds the lock.",
+							   "Counts only in the transaction that set it. Empty means unset: such writes, "
+							   "and every DELETE on a protected table, are rejected. "
+							   "Use SET LOCAL in the transaction that writes.",
 							   &fence_token_string,
 							   "",
 							   PGC_USERSET,
@@ -176,9 +192,42 @@ fence_cache_invalidate(Datum arg, Oid relid)
 }
 
 /*
+ * Where a refused fencing.token came from, for the check hook's message.
+ */
+static const char *
+fence_token_source_name(GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_FILE:
+			return "the configuration file";
+		case PGC_S_ARGV:
+			return "the server's command line";
+		case PGC_S_ENV_VAR:
+			return "the server's environment";
+		case PGC_S_GLOBAL:
+		case PGC_S_DATABASE:
+		case PGC_S_USER:
+		case PGC_S_DATABASE_USER:
+			return "ALTER ROLE or ALTER DATABASE ... SET";
+		case PGC_S_CLIENT:
+			return "the connection's options";
+		case PGC_S_TEST:
+			return "ALTER ROLE, ALTER DATABASE or a function's SET clause";
+		default:
+			return "a setting that outlives the transaction";
+	}
+}
+
+/*
  * Accept an empty string (unset) or a non-negative bigint, and hand the
  * parsed value to the assign hook, so that a bad value fails at SET time
- * with a clear message rather than at some later row.
+ * with a clear message rather than at some later row.  A token is taken
+ * only from SET, set_config() and their like (PGC_S_SESSION), and remembers
+ * the transaction that set it; from any other source it is refused (an
+ * error for ALTER ROLE/DATABASE/FUNCTION ... SET and connection options; a
+ * WARNING or LOG line, and the value ignored, for stored settings and
+ * postgresql.conf).  Unsetting is allowed from everywhere.
  */
 static bool
 fence_token_check_hook(char **newval, void **extra, GucSource source)
@@ -218,6 +267,16 @@ fence_token_check_hook(char **newval, void **extra, GucSource source)
 		is_set = true;
 	}
 
+	if (is_set && source != PGC_S_SESSION)
+	{
+		GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+		GUC_check_errmsg("fencing.token can only be set in the transaction that writes");
+		GUC_check_errdetail("A value from %s would outlive that transaction and stand in for the token of later writes.",
+							fence_token_source_name(source));
+		GUC_check_errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that writes.");
+		return false;
+	}
+
 	setting = (FenceTokenSetting *) malloc(sizeof(FenceTokenSetting));
 	if (setting == NULL)
 	{
@@ -226,13 +285,15 @@ fence_token_check_hook(char **newval, void **extra, GucSource source)
 	}
 	setting->is_set = is_set;
 	setting->value = value;
+	/* the postmaster defines the setting before it has a PGPROC */
+	setting->lxid = MyProc != NULL ? FENCING_MY_LXID : InvalidLocalTransactionId;
 	*extra = setting;
 	return true;
 }
 
 /*
- * Keep the parsed token in plain variables: the trigger reads two statics
- * per row instead of parsing a string.
+ * Keep the parsed token in plain variables: the trigger reads statics per
+ * row instead of parsing a string.
  */
 static void
 fence_token_assign_hook(const char *newval, void *extra)
@@ -243,10 +304,24 @@ fence_token_assign_hook(const char *newval, void *extra)
 	{
 		fence_token_is_set = false;
 		fence_token_value = 0;
+		fence_token_lxid = InvalidLocalTransactionId;
 		return;
 	}
 	fence_token_is_set = setting->is_set;
 	fence_token_value = setting->value;
+	fence_token_lxid = setting->lxid;
+}
+
+/*
+ * F6: fencing.token is the writer's token only in the transaction that set
+ * it.  A value left from an earlier transaction (a session-level SET, one
+ * that ROLLBACK TO brought back, another client's behind a pooler) does not
+ * count.  Local transaction ids are never 0 inside a transaction.
+ */
+static inline bool
+fence_token_counts(void)
+{
+	return fence_token_is_set && fence_token_lxid == FENCING_MY_LXID;
 }
 
 /*
@@ -264,11 +339,21 @@ fencing_qualified_relname(Relation rel)
 /*
  * F2: a write that claims no token cannot be ordered against the row's
  * fence, so it is refused with the same SQLSTATE as a stale one: the
- * caller has a bug or lost its lock, and retrying will not help.
+ * caller has a bug or lost its lock, and retrying will not help.  When
+ * fencing.token holds a value from an earlier transaction, say so: that
+ * caller relied on a session-level SET (F6).
  */
 static void
 fence_report_missing(Relation rel, const char *column, bool is_delete)
 {
+	if (fence_token_is_set)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_STALE_TOKEN),
+				 errmsg("missing fence token for %s on table %s",
+						is_delete ? "DELETE" : "write",
+						fencing_qualified_relname(rel)),
+				 errdetail("fencing.token was set in an earlier transaction; it counts only in the transaction that set it."),
+				 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that writes.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("missing fence token for %s on table %s",
@@ -479,6 +564,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	HeapTuple	oldtuple;
 	Datum		value;
 	bool		isnull;
+	bool		has_token;
 	int64		old_fence;
 	int64		new_fence;
 
@@ -490,6 +576,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	tupdesc = RelationGetDescr(rel);
 	attnum = cache->fence_attnum;
 	event = trigdata->tg_event;
+	has_token = fence_token_counts();
 
 	if (TRIGGER_FIRED_BY_INSERT(event))
 	{
@@ -499,7 +586,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		(void) heap_getattr(newtuple, attnum, tupdesc, &isnull);
 		if (!isnull)
 			return PointerGetDatum(newtuple);
-		if (!fence_token_is_set)
+		if (!has_token)
 			fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
 
 		{
@@ -533,7 +620,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			if (!fence_token_is_set)
+			if (!has_token)
 				fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
 			new_fence = fence_token_value;
 			stamp = true;
@@ -582,7 +669,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		return PointerGetDatum(oldtuple);
 	}
 
-	if (!fence_token_is_set)
+	if (!has_token)
 		fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), true);
 	if (fence_token_value < old_fence)
 	{
