@@ -10,26 +10,39 @@
  * write carries the holder's token and the resource refuses a token lower
  * than the highest it has seen.  reject_stale() is that check as a BEFORE
  * ROW trigger, so it runs inside the database that holds the data, for
- * every statement, whichever client sent it (DESIGN.md F1-F5):
+ * every statement, whichever client sent it (DESIGN.md F1-F8).
  *
- *	UPDATE	the new fence is NEW.fence when the statement assigns the fence
- *			column, else fencing.token (stamped into the row); it must not be
- *			below OLD.fence.  Equal is the same holder writing again.
- *	INSERT	NEW.fence when not NULL, else fencing.token (stamped).
- *	DELETE	fencing.token must not be below OLD.fence.
+ * Each row write has one writer's token W.  T is fencing.token, and it
+ * counts only in the transaction that set it (F6):
  *
- * A write without any token is rejected; a stale one raises
+ *	with T		INSERT	NEW.fence NULL: stamp T; NEW.fence = T: fine; any other
+ *						value is a second token: rejected.
+ *				UPDATE	NEW.fence NULL, equal to OLD.fence (left alone or
+ *						copied) or equal to T: stamp T; any other value is a
+ *						second token: rejected.  T must not be below OLD.fence.
+ *				DELETE	T must not be below OLD.fence.
+ *	without T	INSERT	NEW.fence must not be NULL.
+ *				UPDATE	the statement must assign the fence column a value not
+ *						below OLD.fence (equal: the same holder writing again).
+ *						Not in a MERGE: PostgreSQL tells a row trigger the
+ *						union of the columns of all the MERGE's UPDATE actions,
+ *						so an action that leaves the fence alone would look like
+ *						one that assigns the row's own fence.
+ *				DELETE	rejected.
+ *
+ * Every W must be a token this cluster has issued, 1 <= W <= latest_token()
+ * (F8), so that no write can lift a row's fence above every future holder.
+ * A row whose fence is NULL has never been fenced and takes any valid W.
+ * A write without a token, or with two, is rejected; a stale one raises
  * ERRCODE_FENCING_STALE_TOKEN or, in 'skip' mode, touches no row, as the
  * guide's "WHERE fence < $2" does.
  *
- * fencing.token counts only in the transaction that set it (F6): a value
- * left from an earlier transaction, or from a setting that outlives
- * transactions, never stands in for the writer's token.
- *
- * The per-row path reads two attributes and compares them: the column
- * number and the mode are resolved from the relation's descriptor the first
- * time a trigger fires and cached until the relation is invalidated, and
- * fencing.token is parsed once when it is set, not per row.
+ * The per-row path reads two attributes, two backend-local variables and
+ * the token counter (two atomic reads), and compares them: no catalog
+ * access, no allocation unless T is stamped into the row.  The column
+ * number and the mode are resolved the first time a trigger fires and
+ * cached until the relation is invalidated, and fencing.token is parsed
+ * once when it is set, not per row.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -136,12 +149,25 @@ static struct
 	ItemPointerData tid;
 } fence_last_update;
 
+/* Why a write carries no token, for the message. */
+typedef enum FenceMissingKind
+{
+	FENCE_MISSING_WRITE,		/* INSERT or UPDATE gives no fence */
+	FENCE_MISSING_DELETE,		/* DELETE without fencing.token */
+	FENCE_MISSING_MERGE			/* UPDATE action of a MERGE without it */
+} FenceMissingKind;
+
 static bool fence_token_check_hook(char **newval, void **extra, GucSource source);
 static void fence_token_assign_hook(const char *newval, void *extra);
 static FenceTriggerCache *fence_trigger_resolve(FunctionCallInfo fcinfo,
 												TriggerData *trigdata);
 static void fence_check_trigger_protocol(FunctionCallInfo fcinfo);
-static void fence_report_missing(Relation rel, const char *column, bool is_delete);
+static void fence_report_missing(Relation rel, const char *column,
+								 FenceMissingKind kind);
+static void fence_report_two_tokens(Relation rel, const char *column,
+									int64 given);
+static void fence_report_not_issued(Relation rel, const char *column,
+									int64 token, int64 latest);
 static void fence_report_stale(Relation rel, const char *column,
 							   int64 stale, int64 current);
 static void fence_cache_invalidate(Datum arg, Oid relid);
@@ -344,27 +370,70 @@ fencing_qualified_relname(Relation rel)
  * caller relied on a session-level SET (F6).
  */
 static void
-fence_report_missing(Relation rel, const char *column, bool is_delete)
+fence_report_missing(Relation rel, const char *column, FenceMissingKind kind)
 {
-	if (fence_token_is_set)
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCING_STALE_TOKEN),
-				 errmsg("missing fence token for %s on table %s",
-						is_delete ? "DELETE" : "write",
-						fencing_qualified_relname(rel)),
-				 errdetail("fencing.token was set in an earlier transaction; it counts only in the transaction that set it."),
-				 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that writes.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("missing fence token for %s on table %s",
-					is_delete ? "DELETE" : "write",
+					kind == FENCE_MISSING_DELETE ? "DELETE" : "write",
 					fencing_qualified_relname(rel)),
-			 is_delete ?
+			 fence_token_is_set ?
+			 errdetail("fencing.token was set in an earlier transaction; it counts only in the transaction that set it.") :
+			 kind == FENCE_MISSING_DELETE ?
 			 errdetail("A DELETE on a fenced table is checked against fencing.token, which is not set.") :
+			 kind == FENCE_MISSING_MERGE ?
+			 errdetail("A MERGE on a protected table needs SET LOCAL fencing.token: PostgreSQL gives a row trigger the union of the columns of all the MERGE's UPDATE actions, so the trigger cannot tell which action fired.") :
 			 errdetail("The statement gives no value for fence column \"%s\" and fencing.token is not set.",
 					   column),
+			 fence_token_is_set ?
+			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that writes.") :
+			 kind == FENCE_MISSING_DELETE ?
+			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that deletes.") :
+			 kind == FENCE_MISSING_MERGE ?
+			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> before the MERGE.") :
 			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold>, or assign the token to column \"%s\".",
-					 column)));
+					 column),
+			 errtable(rel)));
+}
+
+/*
+ * A write whose fence column holds another value than fencing.token claims
+ * two tokens, and only one of them could be checked against the row: refuse
+ * it rather than guess which one the writer holds.
+ */
+static void
+fence_report_two_tokens(Relation rel, const char *column, int64 given)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+			 errmsg("two fence tokens for one write on table %s",
+					fencing_qualified_relname(rel)),
+			 errdetail("fencing.token is " INT64_FORMAT " but the statement sets fence column \"%s\" to " INT64_FORMAT "; a write carries one token.",
+					   fence_token_value, column, given),
+			 errhint("Leave column \"%s\" out of the statement (the trigger stamps fencing.token into it), or set it to the same token.",
+					 column),
+			 errtable(rel)));
+}
+
+/*
+ * F8: a fence above every token issued so far (or below the first) was not
+ * handed out by a lock; written into a row it would make the row
+ * unwritable for every later holder.  Same SQLSTATE and wording as
+ * check_fence() uses for the resource fence.
+ */
+static void
+fence_report_not_issued(Relation rel, const char *column, int64 token, int64 latest)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("fence token " INT64_FORMAT " for table %s has not been issued",
+					token, fencing_qualified_relname(rel)),
+			 token < 1 ?
+			 errdetail("Fence tokens start at 1.") :
+			 errdetail("The highest token issued so far is " INT64_FORMAT ".", latest),
+			 errhint("Write the token your lock call returned into column \"%s\"; an invented token would lock every later holder out of the row.",
+					 column),
+			 errtable(rel)));
 }
 
 /*
@@ -382,7 +451,8 @@ fence_report_stale(Relation rel, const char *column, int64 stale, int64 current)
 					stale, fencing_qualified_relname(rel)),
 			 errdetail("The row's fence column \"%s\" is already " INT64_FORMAT ", above the writer's token " INT64_FORMAT ".",
 					   column, current, stale),
-			 errhint("A newer holder exists; stop this job, do not retry.")));
+			 errhint("A newer holder exists; stop this job, do not retry."),
+			 errtable(rel)));
 }
 
 /*
@@ -547,10 +617,43 @@ fence_trigger_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
 }
 
 /*
+ * F8: the writer's token must be one this cluster has issued.  The counter
+ * only grows, so one pair of atomic reads per row settles it.
+ */
+static inline void
+fence_check_issued(Relation rel, AttrNumber attnum, int64 token)
+{
+	int64		latest = 0;
+
+	if (likely(token >= 1))
+	{
+		latest = fencing_read_latest_token();
+		if (likely(token <= latest))
+			return;
+	}
+	fence_report_not_issued(rel, NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname),
+							token, latest);
+}
+
+/*
+ * The row with the writer's token in the fence column (allocates: only
+ * when the statement did not already put it there).
+ */
+static HeapTuple
+fence_stamp(HeapTuple tuple, TupleDesc tupdesc, AttrNumber attnum, int64 token)
+{
+	int			col = attnum;
+	Datum		value = Int64GetDatum(token);
+	bool		isnull = false;
+
+	return heap_modify_tuple_by_cols(tuple, tupdesc, 1, &col, &value, &isnull);
+}
+
+/*
  * The trigger itself (BEFORE INSERT OR UPDATE OR DELETE, FOR EACH ROW;
  * arguments: fence column, mode).  Returns the row to write, the row with
  * fencing.token stamped into the fence column, or NULL to skip a stale
- * write in 'skip' mode.
+ * write in 'skip' mode.  The rules are in the file header.
  */
 Datum
 fencing_reject_stale(PG_FUNCTION_ARGS)
@@ -564,9 +667,10 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	HeapTuple	oldtuple;
 	Datum		value;
 	bool		isnull;
+	bool		old_isnull;
 	bool		has_token;
 	int64		old_fence;
-	int64		new_fence;
+	int64		writer;
 
 	fence_check_trigger_protocol(fcinfo);
 
@@ -578,61 +682,74 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	event = trigdata->tg_event;
 	has_token = fence_token_counts();
 
+#define FENCE_COLUMN_NAME	NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname)
+
 	if (TRIGGER_FIRED_BY_INSERT(event))
 	{
 		HeapTuple	newtuple = trigdata->tg_trigtuple;
 
-		/* INSERT has no updated-columns set: a NULL fence means "not given" */
-		(void) heap_getattr(newtuple, attnum, tupdesc, &isnull);
-		if (!isnull)
-			return PointerGetDatum(newtuple);
-		if (!has_token)
-			fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
-
+		value = heap_getattr(newtuple, attnum, tupdesc, &isnull);
+		if (has_token)
 		{
-			int			col = attnum;
-
-			value = Int64GetDatum(fence_token_value);
-			isnull = false;
-			return PointerGetDatum(heap_modify_tuple_by_cols(newtuple, tupdesc,
-															 1, &col,
-															 &value, &isnull));
+			if (!isnull && DatumGetInt64(value) != fence_token_value)
+				fence_report_two_tokens(rel, FENCE_COLUMN_NAME, DatumGetInt64(value));
+			writer = fence_token_value;
 		}
+		else
+		{
+			if (isnull)
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE);
+			writer = DatumGetInt64(value);
+		}
+		fence_check_issued(rel, attnum, writer);
+
+		if (isnull)
+			return PointerGetDatum(fence_stamp(newtuple, tupdesc, attnum, writer));
+		return PointerGetDatum(newtuple);
 	}
 
 	oldtuple = trigdata->tg_trigtuple;
-	value = heap_getattr(oldtuple, attnum, tupdesc, &isnull);
+	value = heap_getattr(oldtuple, attnum, tupdesc, &old_isnull);
 	/* a row whose fence is NULL was never fenced: any token may write it */
-	old_fence = isnull ? PG_INT64_MIN : DatumGetInt64(value);
+	old_fence = old_isnull ? PG_INT64_MIN : DatumGetInt64(value);
 
 	if (TRIGGER_FIRED_BY_UPDATE(event))
 	{
 		HeapTuple	newtuple = trigdata->tg_newtuple;
 		bool		stamp = false;
 
-		if (bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
-						  trigdata->tg_updatedcols))
+		value = heap_getattr(newtuple, attnum, tupdesc, &isnull);
+		if (has_token)
 		{
-			value = heap_getattr(newtuple, attnum, tupdesc, &isnull);
-			if (isnull)
-				fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
-			new_fence = DatumGetInt64(value);
+			/*
+			 * The fence column may hold NULL, the row's own fence (left alone
+			 * or copied back) or T itself; anything else is a second token.
+			 */
+			if (!isnull &&
+				DatumGetInt64(value) != fence_token_value &&
+				(old_isnull || DatumGetInt64(value) != old_fence))
+				fence_report_two_tokens(rel, FENCE_COLUMN_NAME, DatumGetInt64(value));
+			writer = fence_token_value;
+			stamp = isnull || DatumGetInt64(value) != writer;
 		}
 		else
 		{
-			if (!has_token)
-				fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), false);
-			new_fence = fence_token_value;
-			stamp = true;
+			if (fencing_merge_running())
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_MERGE);
+			if (isnull ||
+				!bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+							   trigdata->tg_updatedcols))
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE);
+			writer = DatumGetInt64(value);
 		}
+		fence_check_issued(rel, attnum, writer);
 
-		if (new_fence < old_fence)
+		if (writer < old_fence)
 		{
 			fencing_stat_add(FENCING_STAT_STALE_REJECTED, 1);
 			if (cache->mode == FENCE_STALE_SKIP)
 				return PointerGetDatum(NULL);
-			fence_report_stale(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
-							   new_fence, old_fence);
+			fence_report_stale(rel, FENCE_COLUMN_NAME, writer, old_fence);
 		}
 
 		fence_last_update.lxid = FENCING_MY_LXID;
@@ -641,15 +758,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		fence_last_update.tid = oldtuple->t_self;
 
 		if (stamp)
-		{
-			int			col = attnum;
-
-			value = Int64GetDatum(new_fence);
-			isnull = false;
-			return PointerGetDatum(heap_modify_tuple_by_cols(newtuple, tupdesc,
-															 1, &col,
-															 &value, &isnull));
-		}
+			return PointerGetDatum(fence_stamp(newtuple, tupdesc, attnum, writer));
 		return PointerGetDatum(newtuple);
 	}
 
@@ -670,14 +779,17 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	}
 
 	if (!has_token)
-		fence_report_missing(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname), true);
-	if (fence_token_value < old_fence)
+		fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_DELETE);
+	writer = fence_token_value;
+	fence_check_issued(rel, attnum, writer);
+	if (writer < old_fence)
 	{
 		fencing_stat_add(FENCING_STAT_STALE_REJECTED, 1);
 		if (cache->mode == FENCE_STALE_SKIP)
 			return PointerGetDatum(NULL);
-		fence_report_stale(rel, NameStr(TupleDescAttr(tupdesc, attnum - 1)->attname),
-						   fence_token_value, old_fence);
+		fence_report_stale(rel, FENCE_COLUMN_NAME, writer, old_fence);
 	}
 	return PointerGetDatum(oldtuple);
+
+#undef FENCE_COLUMN_NAME
 }
