@@ -130,9 +130,11 @@ run_trigger_ddl(const char *sql)
 
 /*
  * Check that "column" of rel can be a fence: an ordinary bigint column that
- * writers assign.  protect() calls it for the table it is given, so that a
- * mistake is reported when it is easy to fix, and for every table it puts
- * the trigger on; "caller" names the function in the messages.
+ * writers assign, and that the server never fills in by itself (no default,
+ * no identity, also not on a partitioned table above rel, F7).  protect()
+ * calls it for the table it is given, so that a mistake is reported when
+ * it is easy to fix, and for every table it puts the trigger on; "caller"
+ * names the function in the messages.
  */
 void
 fencing_validate_fence_column(Relation rel, const char *column, const char *caller)
@@ -169,6 +171,7 @@ fencing_validate_fence_column(Relation rel, const char *column, const char *call
 				 errmsg("%s: fence column \"%s\" of table \"%s\" is a generated column",
 						caller, column, RelationGetRelationName(rel)),
 				 errdetail("The fence must be written by the lock holder.")));
+	fencing_refuse_filled_fence_column(rel, attr, caller);
 }
 
 /*

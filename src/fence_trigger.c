@@ -41,7 +41,7 @@
  * the token counter (two atomic reads), and compares them: no catalog
  * access, no allocation unless T is stamped into the row.  The column
  * number and the mode are resolved the first time a trigger fires and
- * cached until the relation is invalidated, and fencing.token is parsed
+ * cached until the next relcache invalidation, and fencing.token is parsed
  * once when it is set, not per row.
  *
  * Copyright (c) 2026, the fencing developers
@@ -61,6 +61,7 @@
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
+#include "catalog/partition.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
@@ -71,6 +72,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "compat.h"
 #include "fencing.h"
@@ -116,9 +118,10 @@ typedef enum FenceStaleMode
  * at its entry, and the entry's key (trigger, relation, descriptor) is
  * checked on every call; partitions have their own cloned trigger and
  * their own descriptor, so a partition whose columns are in another order
- * gets its own entry.  A relcache invalidation of the relation (ALTER
- * TABLE, CREATE OR REPLACE TRIGGER, DROP TRIGGER) clears its entries, so a
- * descriptor rebuilt at the same address is never mistaken for the old one.
+ * gets its own entry.  Every relcache invalidation (ALTER TABLE, CREATE
+ * OR REPLACE TRIGGER, DROP TRIGGER, a default set on a partitioned parent)
+ * clears all entries, so a descriptor rebuilt at the same address is never
+ * mistaken for the old one.
  */
 typedef struct FenceTriggerCache
 {
@@ -201,9 +204,12 @@ fencing_fence_init(void)
 }
 
 /*
- * Relcache invalidation: the relation's columns or triggers may have
- * changed, so forget what was resolved for it (InvalidOid: for every
- * relation).
+ * Relcache invalidation: some relation's columns, defaults or triggers may
+ * have changed, so forget everything that was resolved.  Every entry, not
+ * only the relation's own: a partition's entry depends on its partitioned
+ * ancestors' defaults (fencing_refuse_filled_fence_column), and their
+ * invalidation does not name the partition.  Entries are rebuilt from the
+ * relcache, so this costs one resolve per trigger after DDL.
  */
 static void
 fence_cache_invalidate(Datum arg, Oid relid)
@@ -211,10 +217,7 @@ fence_cache_invalidate(Datum arg, Oid relid)
 	int			i;
 
 	for (i = 0; i < FENCE_CACHE_SIZE; i++)
-	{
-		if (!OidIsValid(relid) || fence_cache[i].relid == relid)
-			fence_cache[i].trigger_oid = InvalidOid;
-	}
+		fence_cache[i].trigger_oid = InvalidOid;
 }
 
 /*
@@ -456,6 +459,90 @@ fence_report_stale(Relation rel, const char *column, int64 stale, int64 current)
 }
 
 /*
+ * What the server puts into attr on its own: 'g' generated, 'i' identity,
+ * 'd' default, '\0' nothing.
+ */
+static char
+fence_column_filler(Form_pg_attribute attr)
+{
+	if (attr->attgenerated != '\0')
+		return 'g';
+	if (attr->attidentity != '\0')
+		return 'i';
+	if (attr->atthasdef)
+		return 'd';
+	return '\0';
+}
+
+/*
+ * Raise the error for a fence column that table relid fills in by itself.
+ * "partition" is the partition the trigger checks when relid is one of its
+ * partitioned ancestors, else NULL.
+ */
+static void
+fence_report_filled_column(const char *who, const char *column, char filler,
+						   Oid relid, Relation partition)
+{
+	char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+													   get_rel_name(relid));
+	const char *what = filler == 'g' ? "is a generated column" :
+		filler == 'i' ? "is an identity column" : "has a default";
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+			 errmsg("%s: fence column \"%s\" of table %s %s",
+					who, column, qualified, what),
+			 partition != NULL ?
+			 errdetail("INSERTs routed through %s into partition %s get a fence without a token, and would pass.",
+					   qualified, fencing_qualified_relname(partition)) :
+			 errdetail("A write that carries no token would get a fence from the server, and would pass."),
+			 filler == 'g' ? 0 :
+			 errhint("Remove it: ALTER TABLE %s ALTER COLUMN %s DROP %s.",
+					 qualified, quote_identifier(column),
+					 filler == 'i' ? "IDENTITY" : "DEFAULT")));
+}
+
+/*
+ * F7: a fence column that the server fills in by itself (a default, an
+ * identity, a generation expression) would give a write that carries no
+ * token a fence, and it would pass.  For a partition the partitioned tables
+ * above it count too, found by the column's name: an INSERT routed through
+ * one of them gets that table's default.  Raises an error that begins with
+ * "who" (the function or trigger that asks); reads the catalogs for
+ * partitions, so it runs when a fence is set up, not per row.
+ */
+void
+fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
+								   const char *who)
+{
+	const char *column = NameStr(attr->attname);
+	char		filler = fence_column_filler(attr);
+	List	   *ancestors;
+	ListCell   *lc;
+
+	if (filler != '\0')
+		fence_report_filled_column(who, column, filler, RelationGetRelid(rel), NULL);
+
+	if (!rel->rd_rel->relispartition)
+		return;
+
+	ancestors = get_partition_ancestors(RelationGetRelid(rel));
+	foreach(lc, ancestors)
+	{
+		Oid			ancestor = lfirst_oid(lc);
+		HeapTuple	tuple = SearchSysCacheAttName(ancestor, column);
+
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		filler = fence_column_filler((Form_pg_attribute) GETSTRUCT(tuple));
+		ReleaseSysCache(tuple);
+		if (filler != '\0')
+			fence_report_filled_column(who, column, filler, ancestor, rel);
+	}
+	list_free(ancestors);
+}
+
+/*
  * F5 protocol checks that depend only on how the trigger fired.  They are
  * bit tests, cheap enough to run for every row, so that no cached state can
  * ever hide a misuse.
@@ -511,8 +598,10 @@ fence_check_trigger_protocol(FunctionCallInfo fcinfo)
 
 /*
  * Find the fence column and the mode from the trigger's arguments, once per
- * trigger and row layout.  This walks the relation's own descriptor (no
- * catalog access), so a partition resolves the column in its own order.
+ * trigger and row layout (and again after any relcache invalidation).  This
+ * walks the relation's own descriptor, so a partition resolves the column
+ * in its own order; for a partition it also reads its ancestors' columns
+ * (fencing_refuse_filled_fence_column).
  */
 static FenceTriggerCache *
 fence_trigger_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
@@ -584,12 +673,10 @@ fence_trigger_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
 				 errmsg("trigger \"%s\" on table \"%s\": fence column \"%s\" must be of type bigint, not %s",
 						trigger->tgname, RelationGetRelationName(rel), column,
 						format_type_be(attr->atttypid))));
-	if (attr->attgenerated != '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
-				 errmsg("trigger \"%s\" on table \"%s\": fence column \"%s\" is a generated column",
-						trigger->tgname, RelationGetRelationName(rel), column),
-				 errdetail("The fence must be written by the lock holder.")));
+	fencing_refuse_filled_fence_column(rel, attr,
+									   psprintf("trigger \"%s\" on table \"%s\"",
+												trigger->tgname,
+												RelationGetRelationName(rel)));
 
 	/* reuse this trigger's entry if it has one, else take the next in turn */
 	cache = NULL;

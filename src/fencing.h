@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "catalog/objectaccess.h"
+#include "catalog/pg_attribute.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "nodes/plannodes.h"
@@ -88,6 +89,8 @@ extern void fencing_fence_init(void);
 extern char *fencing_qualified_relname(Relation rel);
 extern void fencing_validate_fence_column(Relation rel, const char *column,
 										  const char *caller);
+extern void fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
+											   const char *who);
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
