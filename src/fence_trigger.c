@@ -143,6 +143,11 @@ static int	fence_cache_next = 0;
  * row moving to another partition (which fires the source partition's
  * DELETE triggers for the same tuple in the same command) is not checked a
  * second time against fencing.token, which the UPDATE may not have needed.
+ * The command id the trigger sees does not go back when a subtransaction
+ * rolls back, so an UPDATE undone by ROLLBACK TO (for example inside a
+ * function called by a DELETE of the same row) would otherwise pass for
+ * that move: the memory is cleared at subtransaction abort and at the end
+ * of every transaction.
  */
 static struct
 {
@@ -174,6 +179,9 @@ static void fence_report_not_issued(Relation rel, const char *column,
 static void fence_report_stale(Relation rel, const char *column,
 							   int64 stale, int64 current);
 static void fence_cache_invalidate(Datum arg, Oid relid);
+static void fence_xact_callback(XactEvent event, void *arg);
+static void fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								   SubTransactionId parentSubid, void *arg);
 
 /*
  * Define fencing.token; called from _PG_init.  The setting is meant for SET
@@ -201,6 +209,8 @@ fencing_fence_init(void)
 							   NULL);
 
 	CacheRegisterRelcacheCallback(fence_cache_invalidate, (Datum) 0);
+	RegisterXactCallback(fence_xact_callback, NULL);
+	RegisterSubXactCallback(fence_subxact_callback, NULL);
 }
 
 /*
@@ -218,6 +228,39 @@ fence_cache_invalidate(Datum arg, Oid relid)
 
 	for (i = 0; i < FENCE_CACHE_SIZE; i++)
 		fence_cache[i].trigger_oid = InvalidOid;
+}
+
+/*
+ * Forget the last UPDATE let through: see fence_last_update.
+ */
+static void
+fence_forget_last_update(void)
+{
+	fence_last_update.relid = InvalidOid;
+	fence_last_update.lxid = InvalidLocalTransactionId;
+}
+
+/*
+ * Every end of a transaction (commit, abort, prepare) ends the window in
+ * which the DELETE half of a partition move can follow its UPDATE.
+ */
+static void
+fence_xact_callback(XactEvent event, void *arg)
+{
+	fence_forget_last_update();
+}
+
+/*
+ * A subtransaction that rolls back undoes the UPDATE it let through, but
+ * not the command id: forget it, so that a DELETE of the same row in the
+ * same command is checked on its own (issue 10, item 15).
+ */
+static void
+fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		fence_forget_last_update();
 }
 
 /*
@@ -854,14 +897,16 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 
 	/*
 	 * An UPDATE that moves the row to another partition deletes it from this
-	 * one in the same command; that UPDATE has been checked just now.
+	 * one in the same command; that UPDATE has been checked just now.  Only
+	 * a partition can be the source of a move.
 	 */
-	if (fence_last_update.relid == RelationGetRelid(rel) &&
+	if (rel->rd_rel->relispartition &&
+		fence_last_update.relid == RelationGetRelid(rel) &&
 		ItemPointerEquals(&fence_last_update.tid, &oldtuple->t_self) &&
 		fence_last_update.lxid == FENCING_MY_LXID &&
 		fence_last_update.cid == GetCurrentCommandId(false))
 	{
-		fence_last_update.relid = InvalidOid;
+		fence_forget_last_update();
 		return PointerGetDatum(oldtuple);
 	}
 
