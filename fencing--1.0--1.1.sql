@@ -13,3 +13,35 @@
 -- PUBLIC lacks (DESIGN.md F9): the owner grants EXECUTE to the roles that
 -- hold the locks and to services that check the tokens clients send them.
 REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
+
+------------------------------------------------------------------------
+-- Named locks (src/locks.c, src/lock_registry.c)
+------------------------------------------------------------------------
+
+-- Every lock has an entry in the tracking table now (a lock that finds none
+-- is refused), so fencing.locks loses its "untracked" column.  A view's
+-- column cannot be dropped: drop the view and the function behind it and
+-- create both again, with the view's grant.
+DROP VIEW fencing.locks;
+DROP FUNCTION fencing.lock_rows();
+
+CREATE FUNCTION fencing.lock_rows(
+	OUT database name,
+	OUT name text,
+	OUT key bigint,
+	OUT token bigint,
+	OUT pid integer,
+	OUT since timestamptz,
+	OUT granted boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'fencing_lock_rows'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE VIEW fencing.locks AS
+	SELECT database, name, key, token, pid, since, granted
+	FROM fencing.lock_rows();
+
+COMMENT ON VIEW fencing.locks IS
+'every fencing lock held or awaited in the cluster';
+
+GRANT SELECT ON fencing.locks TO PUBLIC;

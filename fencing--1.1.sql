@@ -103,18 +103,17 @@ CREATE FUNCTION fencing.lock_rows(
 	OUT token bigint,
 	OUT pid integer,
 	OUT since timestamptz,
-	OUT granted boolean,
-	OUT untracked bigint)
+	OUT granted boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'fencing_lock_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE VIEW fencing.locks AS
-	SELECT database, name, key, token, pid, since, granted, untracked
+	SELECT database, name, key, token, pid, since, granted
 	FROM fencing.lock_rows();
 
 COMMENT ON VIEW fencing.locks IS
-'every fencing lock held or awaited in the cluster; a row with NULL name counts locks the tracking table had no room for';
+'every fencing lock held or awaited in the cluster';
 
 ------------------------------------------------------------------------
 -- Statistics (src/stats.c)

@@ -41,7 +41,7 @@ SELECT fencing.lease('job', '30 days');
 -- held_token is strict: no name, no lock.
 SELECT fencing.held_token(NULL) IS NULL AS null_name_holds_nothing;
 -- None of the failed calls left a lock behind.
-SELECT count(*) AS rows_in_view FROM fencing.locks;
+SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
 
 -- A grant hands out a fresh token, above every earlier one.
 SELECT fencing.latest_token() AS before \gset
@@ -80,15 +80,13 @@ SELECT database = current_database() AS this_database,
 	   token = :t1 AS right_token,
 	   pid = pg_backend_pid() AS this_backend,
 	   since BETWEEN now() AND clock_timestamp() AS since_this_transaction,
-	   granted,
-	   untracked
-FROM fencing.locks;
-SELECT tracked_locks, lock_capacity, untracked_locks FROM fencing.status();
+	   granted
+FROM fencing.locks WHERE pid = pg_backend_pid();
 COMMIT;
 
 -- L3: released at commit.
 SELECT fencing.held_token('Invoice-Run:2026-10') IS NULL AS not_held_after_commit;
-SELECT count(*) AS rows_in_view FROM fencing.locks;
+SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT count(*) AS advisory_locks FROM pg_locks
 WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 
@@ -99,7 +97,7 @@ ROLLBACK;
 
 -- L3: released at rollback.
 SELECT fencing.held_token('Invoice-Run:2026-10') IS NULL AS not_held_after_rollback;
-SELECT count(*) AS rows_in_view FROM fencing.locks;
+SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT count(*) AS advisory_locks FROM pg_locks
 WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 
@@ -126,7 +124,7 @@ SELECT fencing.try_lock('inner') IS NOT NULL AS inner_granted,
 ROLLBACK TO sp;
 SELECT fencing.held_token('inner') IS NULL AS inner_released,
 	   fencing.held_token('outer') = :t_outer AS outer_kept;
-SELECT name FROM fencing.locks ORDER BY name;
+SELECT name FROM fencing.locks WHERE pid = pg_backend_pid() ORDER BY name;
 SELECT count(*) AS advisory_locks FROM pg_locks
 WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 SAVEPOINT sp2;
@@ -137,7 +135,7 @@ SAVEPOINT sp3;
 SELECT fencing.try_lock('kept') = :t_kept AS same_in_new_subtransaction;
 ROLLBACK TO sp3;
 SELECT fencing.held_token('kept') = :t_kept AS still_kept;
-SELECT name FROM fencing.locks ORDER BY name;
+SELECT name FROM fencing.locks WHERE pid = pg_backend_pid() ORDER BY name;
 -- An error in a subtransaction (as in a PL/pgSQL exception block) releases
 -- what it took.
 DO $$
@@ -149,9 +147,9 @@ EXCEPTION WHEN division_by_zero THEN
 END
 $$;
 SELECT fencing.held_token('in failed block') IS NULL AS released_with_block;
-SELECT name FROM fencing.locks ORDER BY name;
+SELECT name FROM fencing.locks WHERE pid = pg_backend_pid() ORDER BY name;
 COMMIT;
-SELECT count(*) AS rows_in_view FROM fencing.locks;
+SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
 
 -- fencing.lock() on a free name, with and without a timeout.
 BEGIN;
@@ -188,31 +186,8 @@ BEGIN;
 SELECT fencing.try_lock('two phase') IS NOT NULL AS granted;
 PREPARE TRANSACTION 'fencing_locks_test';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
-SELECT count(*) AS rows_in_view FROM fencing.locks;
+SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT count(*) AS prepared FROM pg_prepared_xacts;
-
--- More locks than the view can name (fencing.max_tracked_locks = 64 in
--- test/regress.conf): all are granted, 64 are named, the rest are counted
--- in one row with a NULL name; all go at commit.
-BEGIN;
-SELECT count(fencing.try_lock('many ' || i)) AS granted
-FROM generate_series(1, 100) i;
-SELECT count(*) FILTER (WHERE name IS NOT NULL) AS named,
-	   sum(untracked) AS untracked,
-	   count(*) FILTER (WHERE name IS NULL AND database IS NULL AND key IS NULL
-						AND token IS NULL AND pid IS NULL AND since IS NULL
-						AND granted IS NULL) AS count_rows
-FROM fencing.locks;
-SELECT tracked_locks, lock_capacity, untracked_locks FROM fencing.status();
-SELECT count(*) AS advisory_locks FROM pg_locks
-WHERE locktype = 'advisory' AND pid = pg_backend_pid();
--- every one of them, named or not, keeps its token
-SELECT count(*) AS same_tokens
-FROM generate_series(1, 100) i
-WHERE fencing.held_token('many ' || i) = fencing.try_lock('MANY ' || i);
-COMMIT;
-SELECT count(*) AS rows_in_view FROM fencing.locks;
-SELECT tracked_locks, untracked_locks FROM fencing.status();
 
 -- Counters: each call that returns a token counts as granted.
 SELECT locks_granted AS g0, leases_granted AS l0 FROM fencing.stats \gset

@@ -76,11 +76,11 @@ extern void fencing_lock_registry_init(void);
 extern int	fencing_lock_registry_capacity(void);
 extern int	fencing_lock_registry_count(void);
 extern int64 fencing_lock_registry_untracked(void);
-extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen,
-										int64 token, bool granted);
-extern void fencing_lock_registry_grant(int slotno, int64 token);
+extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen);
+extern void fencing_lock_registry_wait(int slotno);
+extern void fencing_lock_registry_grant(int slotno, int64 token, bool after_wait);
+extern uint32 fencing_lock_registry_releases(int64 key);
 extern void fencing_lock_registry_release(int slotno);
-extern const char *fencing_lock_registry_own_name(int slotno, int *namelen);
 extern void fencing_lock_registry_check_collision(int64 key, const char *name,
 												  int namelen);
 

@@ -11,19 +11,32 @@
  * The table has fencing.max_tracked_locks slots, fixed at server start.  A
  * backend claims a slot for each lock it takes or awaits without taking any
  * lock: it compare-exchanges the slot's owner word from 0 to its PGPROC
- * number plus one, starting at key % capacity and probing linearly over a
- * bounded window.  The owner words sit in a dense array of their own, so a
- * probe over a crowded stretch of the table reads a few cache lines, not
- * one slot each.  Only the owner ever writes the other fields, bracketed
- * by a per-slot change counter that is odd while a write is in progress,
- * so readers (the view, the collision check) copy a slot consistently by
- * retrying until they see the same even counter before and after.
+ * number plus one, starting at key % capacity and probing linearly, first
+ * over a bounded window and then over the rest of the table.  The owner
+ * words sit in a dense array of their own, so a probe over a crowded
+ * stretch of the table reads a few cache lines, not one slot each.  Only
+ * the owner ever writes the other fields, bracketed by a per-slot change
+ * counter that is odd while a write is in progress, so readers (the view,
+ * the collision check) copy a slot consistently by retrying until they see
+ * the same even counter before and after.
  *
- * When no slot in the window is free the lock still works; it is counted in
- * a shared "untracked" counter instead, and the view shows that count in a
- * row of its own.  Slots are released at the end of the transaction or
- * subtransaction that took them, including when the backend exits (the xact
- * callbacks in locks.c run during proc exit's AbortOutOfAnyTransaction).
+ * The collision check must see every backend that uses a key, so the slot
+ * brackets the core lock on both sides (locks.c):
+ *
+ *	- it is claimed, in state "acquiring", before LockAcquire is called, and
+ *	  only then marked waiting or granted; a busy LockAcquire therefore
+ *	  always finds the holder's slot published;
+ *	- it is freed only after core has released the lock (at
+ *	  RESOURCE_RELEASE_AFTER_LOCKS), and every free first bumps a release
+ *	  counter kept for the key's home position.  A busy check that found no
+ *	  colliding slot compares that counter with the value it read before its
+ *	  LockAcquire: if a holder of the key (or of a key with the same home)
+ *	  left in between, the check cannot trust its scan and tries again.
+ *
+ * A lock that finds no free slot anywhere is refused (SQLSTATE 53400): it
+ * could be neither named in the view nor checked for collisions (L6).
+ * Claims that had to go past their key's window are counted, and while any
+ * exist the collision check scans the whole table instead of the window.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -52,18 +65,26 @@
 PG_FUNCTION_INFO_V1(fencing_lock_rows);
 
 /*
- * How many slots a claim or a collision lookup looks at, starting at
- * key % capacity.  Bounding it keeps both cheap when the table is nearly
- * full; a lock that finds no free slot in its window is counted as
- * untracked.
+ * How many slots a claim tries first, and a collision lookup looks at,
+ * starting at key % capacity.  Bounding it keeps both cheap when the table
+ * is crowded; a claim that finds no free slot in its window goes on over
+ * the rest of the table (and is counted, see outside_claims).
  */
 #define REGISTRY_PROBE_WINDOW	256
+
+/* What a slot stands for; FREE slots are not shown anywhere. */
+typedef enum LockSlotState
+{
+	LOCK_SLOT_FREE = 0,
+	LOCK_SLOT_ACQUIRING,		/* LockAcquire running, or token being drawn */
+	LOCK_SLOT_WAITING,			/* in core's lock queue (fencing.lock) */
+	LOCK_SLOT_GRANTED
+} LockSlotState;
 
 /* The fields an owner publishes; readers copy them as a whole. */
 typedef struct LockSlotData
 {
-	bool		valid;			/* false while the slot is free */
-	bool		granted;		/* false while the owner waits */
+	uint8		state;			/* a LockSlotState */
 	uint8		namelen;
 	Oid			dboid;
 	int			pid;
@@ -88,20 +109,22 @@ typedef union PaddedLockSlot
 
 /*
  * Shared memory holds this header, then the owner words (0 when a slot is
- * free, else the owner's pgprocno + 1), then the slots, each part starting
- * on a cache line.
+ * free, else the owner's pgprocno + 1), then the release counters (one per
+ * home position, bumped whenever a slot of a key with that home is freed),
+ * then the slots, each part starting on a cache line.
  */
 typedef struct LockRegistry
 {
 	int			capacity;
-	pg_atomic_uint64 untracked;	/* locks held or awaited without a slot */
+	pg_atomic_uint32 outside_claims;	/* slots claimed past their window */
 } LockRegistry;
 
 /* GUC fencing.max_tracked_locks */
-static int	max_tracked_locks = 1024;
+static int	max_tracked_locks = 4096;
 
 static LockRegistry *registry = NULL;
 static pg_atomic_uint32 *owners = NULL;
+static pg_atomic_uint32 *releases = NULL;
 static PaddedLockSlot *slots = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -119,10 +142,10 @@ void
 fencing_lock_registry_init(void)
 {
 	DefineCustomIntVariable("fencing.max_tracked_locks",
-							"Number of fencing locks the view fencing.locks can name at once.",
-							"Locks beyond this still work; the view counts them in a row with a NULL name.",
+							"Number of fencing locks that can be held or awaited at once, cluster-wide.",
+							"Each lock needs an entry to be named in fencing.locks and checked for key collisions; a lock that finds none is refused.",
 							&max_tracked_locks,
-							1024,
+							4096,
 							16,
 							1000000,
 							PGC_POSTMASTER,
@@ -135,6 +158,13 @@ fencing_lock_registry_init(void)
 	shmem_startup_hook = registry_shmem_startup;
 }
 
+/* Bytes of one dense array of per-slot words, rounded to a cache line. */
+static Size
+registry_word_array_size(void)
+{
+	return CACHELINEALIGN(mul_size(max_tracked_locks, sizeof(pg_atomic_uint32)));
+}
+
 /*
  * Bytes of shared memory the table needs for the configured capacity.
  */
@@ -143,8 +173,8 @@ registry_size(void)
 {
 	Size		size = CACHELINEALIGN(sizeof(LockRegistry));
 
-	size = add_size(size, CACHELINEALIGN(mul_size(max_tracked_locks,
-												  sizeof(pg_atomic_uint32))));
+	size = add_size(size, registry_word_array_size());	/* owners */
+	size = add_size(size, registry_word_array_size());	/* releases */
 	size = add_size(size, mul_size(max_tracked_locks, sizeof(PaddedLockSlot)));
 	/* ShmemInitStruct aligns the start only to MAXALIGN */
 	return add_size(size, PG_CACHE_LINE_SIZE);
@@ -183,20 +213,22 @@ registry_shmem_startup(void)
 	registry = (LockRegistry *) CACHELINEALIGN(registry);
 	owners = (pg_atomic_uint32 *)
 		((char *) registry + CACHELINEALIGN(sizeof(LockRegistry)));
+	releases = (pg_atomic_uint32 *)
+		((char *) owners + registry_word_array_size());
 	slots = (PaddedLockSlot *)
-		((char *) owners + CACHELINEALIGN(max_tracked_locks *
-										  sizeof(pg_atomic_uint32)));
+		((char *) releases + registry_word_array_size());
 	if (!found)
 	{
 		int			i;
 
 		registry->capacity = max_tracked_locks;
-		pg_atomic_init_u64(&registry->untracked, 0);
+		pg_atomic_init_u32(&registry->outside_claims, 0);
 		for (i = 0; i < registry->capacity; i++)
 		{
 			LockSlot   *slot = &slots[i].slot;
 
 			pg_atomic_init_u32(&owners[i], 0);
+			pg_atomic_init_u32(&releases[i], 0);
 			pg_atomic_init_u32(&slot->changecount, 0);
 			memset(&slot->data, 0, sizeof(slot->data));
 		}
@@ -228,7 +260,7 @@ slot_end_write(LockSlot *slot)
 /*
  * Copy a slot another backend may be writing.  Retries while a write is in
  * progress or happened during the copy, so the copy is one the owner
- * published.  Returns whether the slot held a lock.
+ * published.  Returns whether the slot stood for a lock.
  */
 static bool
 slot_read(LockSlot *slot, LockSlotData *copy)
@@ -242,8 +274,7 @@ slot_read(LockSlot *slot, LockSlotData *copy)
 		pg_read_barrier();
 		if ((before & 1) == 0)
 		{
-			copy->valid = slot->data.valid;
-			copy->granted = slot->data.granted;
+			copy->state = slot->data.state;
 			copy->namelen = Min(slot->data.namelen, FENCING_NAME_MAX_BYTES);
 			copy->dboid = slot->data.dboid;
 			copy->pid = slot->data.pid;
@@ -254,7 +285,7 @@ slot_read(LockSlot *slot, LockSlotData *copy)
 			pg_read_barrier();
 			after = pg_atomic_read_u32(&slot->changecount);
 			if (before == after)
-				return copy->valid;
+				return copy->state != LOCK_SLOT_FREE;
 		}
 		SPIN_DELAY();
 	}
@@ -263,7 +294,8 @@ slot_read(LockSlot *slot, LockSlotData *copy)
 /*
  * The probe sequence of a key: claiming a slot and looking for a colliding
  * holder must visit the same slots in the same order, or the collision
- * check (L6) would miss holders that claim placed elsewhere.
+ * check (L6) would miss holders that claim placed elsewhere.  Position 0 is
+ * the key's home.
  */
 static inline int
 probe_window(void)
@@ -277,21 +309,30 @@ probe_slot(int64 key, int i)
 	return (int) (((uint64) key + (uint64) i) % (uint64) registry->capacity);
 }
 
+/* How far past its key's home a slot lies. */
+static inline int
+probe_distance(int64 key, int slotno)
+{
+	int			home = probe_slot(key, 0);
+
+	return (slotno - home + registry->capacity) % registry->capacity;
+}
+
 /*
- * Claim a slot for a lock this backend holds (granted) or is about to
- * await, and publish its name.  Returns the slot number, or -1 when the
- * probe window had no free slot; the lock is then counted as untracked and
- * the caller must still pass -1 to fencing_lock_registry_release.  Takes no
- * lock, allocates nothing and cannot fail.
+ * Claim a slot, in state "acquiring", for a lock this backend is about to
+ * take, and publish its name.  The caller then calls LockAcquire: anyone
+ * who finds the lock busy from now on can see who uses the key.  Returns
+ * the slot number.  Takes no lock and allocates nothing; a full table is an
+ * error, raised before any lock is taken, because a lock without a slot
+ * could not be checked for collisions (L6).
  */
 int
-fencing_lock_registry_claim(int64 key, const char *name, int namelen,
-							int64 token, bool granted)
+fencing_lock_registry_claim(int64 key, const char *name, int namelen)
 {
 	uint32		me = (uint32) MyProc->pgprocno + 1;
 	int			i;
 
-	for (i = 0; i < probe_window(); i++)
+	for (i = 0; i < registry->capacity; i++)
 	{
 		int			n = probe_slot(key, i);
 		LockSlot   *slot = &slots[n].slot;
@@ -302,97 +343,126 @@ fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 		if (!pg_atomic_compare_exchange_u32(&owners[n], &expected, me))
 			continue;
 
+		/* counted before the slot is published, so no check can miss it */
+		if (unlikely(i >= probe_window()))
+			pg_atomic_fetch_add_u32(&registry->outside_claims, 1);
+
 		slot_begin_write(slot);
-		slot->data.valid = true;
-		slot->data.granted = granted;
+		slot->data.state = LOCK_SLOT_ACQUIRING;
 		slot->data.namelen = (uint8) namelen;
 		slot->data.dboid = MyDatabaseId;
 		slot->data.pid = MyProcPid;
 		slot->data.key = key;
-		slot->data.token = token;
+		slot->data.token = 0;
 		slot->data.since = GetCurrentStatementStartTimestamp();
 		memcpy(slot->data.name, name, namelen);
 		slot_end_write(slot);
 		return n;
 	}
 
-	pg_atomic_fetch_add_u64(&registry->untracked, 1);
-	return -1;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many fencing locks held or awaited at once"),
+			 errdetail("All %d entries of fencing.max_tracked_locks are in use; a lock without an entry could not be checked for key collisions, so none was taken.",
+					   registry->capacity),
+			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart), or hold fewer locks at once.")));
+	return -1;					/* keep the compiler quiet */
 }
 
 /*
- * A waiter got its lock: publish the token and the moment of the grant.
+ * The owner changes its slot's state (and, once granted, its token).
  */
-void
-fencing_lock_registry_grant(int slotno, int64 token)
+static void
+slot_set_state(int slotno, LockSlotState state, int64 token, bool stamp)
 {
-	LockSlot   *slot;
+	LockSlot   *slot = &slots[slotno].slot;
 
-	if (slotno < 0)
-		return;
-	slot = &slots[slotno].slot;
 	slot_begin_write(slot);
-	slot->data.granted = true;
+	slot->data.state = state;
 	slot->data.token = token;
-	slot->data.since = GetCurrentTimestamp();
+	if (stamp)
+		slot->data.since = GetCurrentTimestamp();
 	slot_end_write(slot);
 }
 
 /*
- * The lock ended (or the wait for it did): free the slot, or uncount an
- * untracked lock.  The slot is marked invalid before it is handed back, so
- * a reader never sees the previous owner's data under a new owner.
+ * The lock was busy and fencing.lock() is about to wait in core's queue.
+ * The collision check still counts the slot: the grant can happen at any
+ * moment inside LockAcquire, before the owner can say so.
+ */
+void
+fencing_lock_registry_wait(int slotno)
+{
+	slot_set_state(slotno, LOCK_SLOT_WAITING, 0, false);
+}
+
+/*
+ * The lock was granted: publish the token.  After a wait, "since" becomes
+ * the moment of the grant; an immediate grant keeps the statement's start.
+ */
+void
+fencing_lock_registry_grant(int slotno, int64 token, bool after_wait)
+{
+	slot_set_state(slotno, LOCK_SLOT_GRANTED, token, after_wait);
+}
+
+/*
+ * The release counter of a key's home position, read before LockAcquire
+ * and again after a collision scan that found nothing: unchanged means no
+ * slot of the key was freed in between, so the scan saw every user of the
+ * key that could have made the lock busy.
+ */
+uint32
+fencing_lock_registry_releases(int64 key)
+{
+	pg_read_barrier();
+	return pg_atomic_read_u32(&releases[probe_slot(key, 0)]);
+}
+
+/*
+ * The lock ended (or the attempt or wait for it did), and core has already
+ * released it: free the slot.  The release counter moves first, so a busy
+ * check that no longer finds the slot knows to look again.  The slot is
+ * marked free before it is handed back, so a reader never sees the previous
+ * owner's data under a new owner.
  */
 void
 fencing_lock_registry_release(int slotno)
 {
-	LockSlot   *slot;
+	LockSlot   *slot = &slots[slotno].slot;
+	int64		key = slot->data.key;	/* only the owner writes it */
 
-	if (slotno < 0)
-	{
-		pg_atomic_fetch_sub_u64(&registry->untracked, 1);
-		return;
-	}
-	slot = &slots[slotno].slot;
+	pg_atomic_fetch_add_u32(&releases[probe_slot(key, 0)], 1);
+
 	slot_begin_write(slot);
-	slot->data.valid = false;
-	slot->data.granted = false;
+	slot->data.state = LOCK_SLOT_FREE;
 	slot_end_write(slot);
 	/* the next owner must see the final change counter */
 	pg_write_barrier();
 	pg_atomic_write_u32(&owners[slotno], 0);
-}
 
-/*
- * The canonical name this backend published in its own slot, or NULL for an
- * untracked lock.  Used when a key this transaction already holds is asked
- * for again: the same key under a different name is a hash collision, not a
- * re-acquisition.  Only the owner writes the slot, so no copy is needed.
- */
-const char *
-fencing_lock_registry_own_name(int slotno, int *namelen)
-{
-	LockSlot   *slot;
-
-	if (slotno < 0)
-		return NULL;
-	slot = &slots[slotno].slot;
-	*namelen = slot->data.namelen;
-	return slot->data.name;
+	if (unlikely(probe_distance(key, slotno) >= probe_window()))
+		pg_atomic_fetch_sub_u32(&registry->outside_claims, 1);
 }
 
 /*
  * Report a hash collision (L6).  Called only when the lock on this key is
- * busy: if the holder, as far as the table knows, took it under a different
- * canonical name, waiting or returning NULL would hide the real problem,
- * which is that two names share one lock.
+ * busy: if any backend uses the key under a different canonical name
+ * (holds it, is taking it, or waits for it), waiting or returning NULL
+ * would hide the real problem, which is that two names share one lock.
+ * Scans the key's window, or the whole table while some claim had to go
+ * past its window.
  */
 void
 fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 {
+	int			limit;
 	int			i;
 
-	for (i = 0; i < probe_window(); i++)
+	limit = pg_atomic_read_u32(&registry->outside_claims) > 0 ?
+		registry->capacity : probe_window();
+
+	for (i = 0; i < limit; i++)
 	{
 		int			n = probe_slot(key, i);
 		LockSlot   *slot = &slots[n].slot;
@@ -403,7 +473,7 @@ fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 			continue;
 		if (!slot_read(slot, &copy))
 			continue;
-		if (!copy.granted || copy.key != key || copy.dboid != MyDatabaseId)
+		if (copy.key != key || copy.dboid != MyDatabaseId)
 			continue;
 		if (copy.namelen == namelen && memcmp(copy.name, name, namelen) == 0)
 			continue;
@@ -412,8 +482,11 @@ fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 				(errcode(ERRCODE_FENCING_KEY_COLLISION),
 				 errmsg("lock name \"%.*s\" collides with \"%.*s\"",
 						namelen, name, (int) copy.namelen, copy.name),
-				 errdetail("Both names share the lock key %lld, which process %d holds under the other name.",
-						   (long long) key, copy.pid),
+				 errdetail("Both names share the lock key %lld, which process %d %s under the other name.",
+						   (long long) key, copy.pid,
+						   copy.state == LOCK_SLOT_GRANTED ? "holds" :
+						   copy.state == LOCK_SLOT_WAITING ? "is waiting for" :
+						   "is taking"),
 				 errhint("Rename one of the two locks.")));
 	}
 }
@@ -451,41 +524,50 @@ fencing_lock_registry_count(void)
 }
 
 /*
- * Locks held or awaited without a slot, for fencing.status().
+ * Locks held or awaited without a slot, for fencing.status().  Since 1.1 a
+ * lock that finds no slot is refused, so there are none.
  */
 int64
 fencing_lock_registry_untracked(void)
 {
-	return registry ? (int64) pg_atomic_read_u64(&registry->untracked) : 0;
+	return 0;
 }
 
 /*
- * SQL: fencing.lock_rows(), the set behind the view fencing.locks.  One row
- * per slot in use; then, if some locks found no slot, one row that carries
- * only their count, so that a full table is visible rather than silent.
+ * SQL: fencing.lock_rows(), the set behind the view fencing.locks: one row
+ * per slot in use.  A database still at version 1.0 of the extension
+ * declares an eighth column, "untracked"; it is NULL now that every lock
+ * has a slot.
  */
+#define LOCK_ROWS_MAX_COLUMNS	8
+
 Datum
 fencing_lock_rows(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Oid			cached_dboid = InvalidOid;
 	char	   *cached_dbname = NULL;
-	int64		untracked;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts > LOCK_ROWS_MAX_COLUMNS)
+		elog(ERROR, "fencing.lock_rows() is declared with %d columns, expected at most %d",
+			 rsinfo->setDesc->natts, LOCK_ROWS_MAX_COLUMNS);
 
 	for (i = 0; i < registry->capacity; i++)
 	{
 		LockSlot   *slot = &slots[i].slot;
 		LockSlotData copy;
-		Datum		values[8];
-		bool		nulls[8];
+		Datum		values[LOCK_ROWS_MAX_COLUMNS];
+		bool		nulls[LOCK_ROWS_MAX_COLUMNS];
+		bool		granted;
 
 		if (pg_atomic_read_u32(&owners[i]) == 0 || !slot_read(slot, &copy))
 			continue;
 
-		memset(nulls, 0, sizeof(nulls));
+		memset(values, 0, sizeof(values));
+		memset(nulls, true, sizeof(nulls));
+		granted = (copy.state == LOCK_SLOT_GRANTED);
 
 		if (copy.dboid != cached_dboid)
 		{
@@ -498,35 +580,27 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 
 			namestrcpy(dbname, cached_dbname);
 			values[0] = NameGetDatum(dbname);
+			nulls[0] = false;
 		}
-		else
-			nulls[0] = true;
 
 		values[1] = PointerGetDatum(cstring_to_text_with_len(copy.name,
 															 copy.namelen));
+		nulls[1] = false;
 		values[2] = Int64GetDatum(copy.key);
-		if (copy.granted)
+		nulls[2] = false;
+		if (granted)
+		{
 			values[3] = Int64GetDatum(copy.token);
-		else
-			nulls[3] = true;
+			nulls[3] = false;
+		}
 		values[4] = Int32GetDatum(copy.pid);
+		nulls[4] = false;
 		values[5] = TimestampTzGetDatum(copy.since);
-		values[6] = BoolGetDatum(copy.granted);
-		nulls[7] = true;
+		nulls[5] = false;
+		values[6] = BoolGetDatum(granted);
+		nulls[6] = false;
+		/* values[7], 1.0's "untracked", stays NULL */
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-
-	untracked = (int64) pg_atomic_read_u64(&registry->untracked);
-	if (untracked > 0)
-	{
-		Datum		values[8];
-		bool		nulls[8];
-
-		memset(values, 0, sizeof(values));
-		memset(nulls, true, sizeof(nulls));
-		values[7] = Int64GetDatum(untracked);
-		nulls[7] = false;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 

@@ -13,13 +13,23 @@
  * to be cleaned up for the lock itself to go away.
  *
  * On top of the core lock this file keeps, per backend, a small table from
- * key to the token handed out in this transaction, so that taking the lock
- * again returns the same token (L5).  The table follows core's
- * subtransaction semantics: a lock first taken in a subtransaction that
- * rolls back is released by core, and its entry goes too; on subtransaction
- * commit core hands the lock to the parent, and so do we.  Entries are kept
- * in acquisition order, so the entries of the innermost subtransaction are
- * always the tail of the array.
+ * key to the token handed out in this transaction and the canonical name it
+ * was taken under, so that taking the lock again returns the same token
+ * (L5) and taking it under a colliding name is an error (L6).  The table
+ * follows core's subtransaction semantics: a lock first taken in a
+ * subtransaction that rolls back is released by core, and its entry goes
+ * too; on subtransaction commit core hands the lock to the parent, and so
+ * do we.  Entries are kept in acquisition order, so the entries of the
+ * innermost subtransaction are always the tail of the array.
+ *
+ * Every lock also has a slot in the shared registry (lock_registry.c),
+ * which names it in fencing.locks and lets a busy caller tell contention
+ * from a key collision.  The slot is claimed before LockAcquire and freed
+ * only after core has released the lock (a resource-owner callback at
+ * RESOURCE_RELEASE_AFTER_LOCKS, for the transaction and for each aborting
+ * subtransaction; on_shmem_exit, which runs after ShutdownPostgres, as the
+ * last safety net), so that no moment exists at which the lock is held and
+ * its name unpublished.
  *
  * Waiting (fencing.lock) uses core's own lock wait: the queue is fair, the
  * deadlock detector sees us, and lock_timeout, statement_timeout and query
@@ -64,8 +74,12 @@ typedef struct HeldLock
 	int64		key;
 	int64		token;
 	SubTransactionId subid;		/* (sub)transaction that owns the lock */
-	int			slot;			/* registry slot, -1 when untracked */
+	SubTransactionId lease_subid;	/* outermost one that took a lease on
+									 * it, or InvalidSubTransactionId */
+	int			slot;			/* registry slot */
 	uint32		bucket;			/* position in held_index */
+	int			namelen;
+	char		name[FENCING_NAME_MAX_BYTES];	/* canonical, not terminated */
 } HeldLock;
 
 /*
@@ -83,17 +97,21 @@ static uint32 held_index_mask = 0;
 
 #define HELD_INITIAL_CAPACITY	64
 
-/* The registry slot of a fencing.lock() wait in progress, if any. */
-static bool waiting = false;
-static int	waiting_slot = -1;
-
-static bool exit_callback_registered = false;
+/*
+ * The registry slot of a lock being taken or awaited, claimed before
+ * LockAcquire and not yet in held[], and the subtransaction that claimed it.
+ */
+static int	pending_slot = -1;
+static SubTransactionId pending_subid = InvalidSubTransactionId;
 
 /*
- * Whether this transaction took a lease; the log hook uses it to count
- * sessions the server ended because a lease holder sat idle too long.
+ * Entries of held[] with a lease.  The log hook uses it to count sessions
+ * the server ended because a lease holder sat idle too long; it follows the
+ * entries, so a lease rolled back with its subtransaction no longer counts.
  */
-static bool lease_in_force = false;
+static int	leases_held = 0;
+
+static bool exit_callback_registered = false;
 
 static emit_log_hook_type prev_emit_log_hook = NULL;
 
@@ -109,6 +127,8 @@ typedef struct LockRequest
 static void locks_xact_callback(XactEvent event, void *arg);
 static void locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
+static void locks_resource_release(ResourceReleasePhase phase, bool isCommit,
+								   bool isTopLevel, void *arg);
 static void locks_shmem_exit(int code, Datum arg);
 static void locks_emit_log(ErrorData *edata);
 
@@ -121,6 +141,7 @@ fencing_locks_init(void)
 {
 	RegisterXactCallback(locks_xact_callback, NULL);
 	RegisterSubXactCallback(locks_subxact_callback, NULL);
+	RegisterResourceReleaseCallback(locks_resource_release, NULL);
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = locks_emit_log;
 }
@@ -129,17 +150,21 @@ fencing_locks_init(void)
  * The idle-in-transaction timeout that enforces a lease ends the session
  * with a FATAL report and no code of ours in between; this hook sees that
  * report before the backend exits, which is the one place to count an
- * expired lease (fencing.stats.leases_expired).
+ * expired lease (fencing.stats.leases_expired).  Only a lease the
+ * transaction still holds counts: the session's own idle limit ending a
+ * transaction whose lease was rolled back is not a lease expiring.
  */
 static void
 locks_emit_log(ErrorData *edata)
 {
-	if (lease_in_force &&
+	static bool counted = false;	/* the session ends once */
+
+	if (leases_held > 0 && !counted &&
 		edata->elevel == FATAL &&
 		edata->sqlerrcode == ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT)
 	{
 		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
-		lease_in_force = false;
+		counted = true;
 	}
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
@@ -159,7 +184,8 @@ held_hash(int64 key)
  * Make room for one more entry before anything is changed, so that running
  * out of memory leaves the table and the registry consistent.  The first
  * call also arranges for slots to be freed if the backend exits in a way
- * that skips the transaction callbacks.
+ * that skips the resource-owner callback; on_shmem_exit callbacks run after
+ * ShutdownPostgres has released the locks.
  */
 static void
 held_reserve(void)
@@ -175,7 +201,7 @@ held_reserve(void)
 
 	if (!exit_callback_registered)
 	{
-		before_shmem_exit(locks_shmem_exit, (Datum) 0);
+		on_shmem_exit(locks_shmem_exit, (Datum) 0);
 		exit_callback_registered = true;
 	}
 
@@ -231,12 +257,13 @@ held_find(int64 key)
 }
 
 /*
- * Remember a grant.  held_reserve() must have made room.
+ * Remember a grant, with its canonical name.  held_reserve() must have made
+ * room.
  */
-static void
-held_insert(int64 key, int64 token, int slot)
+static HeldLock *
+held_insert(const LockRequest *req, int64 token, int slot)
 {
-	uint32		b = held_hash(key) & held_index_mask;
+	uint32		b = held_hash(req->key) & held_index_mask;
 	HeldLock   *h;
 
 	Assert(held_count < held_capacity);
@@ -244,17 +271,22 @@ held_insert(int64 key, int64 token, int slot)
 		b = (b + 1) & held_index_mask;
 
 	h = &held[held_count];
-	h->key = key;
+	h->key = req->key;
 	h->token = token;
 	h->subid = GetCurrentSubTransactionId();
+	h->lease_subid = InvalidSubTransactionId;
 	h->slot = slot;
 	h->bucket = b;
+	h->namelen = req->namelen;
+	memcpy(h->name, req->name, req->namelen);
 	held_index[b] = (uint32) held_count + 1;
 	held_count++;
+	return h;
 }
 
 /*
- * Forget the most recent grant and free its registry slot.
+ * Forget the most recent grant and free its registry slot.  Core must
+ * already have released the lock.
  */
 static void
 held_pop(void)
@@ -262,73 +294,108 @@ held_pop(void)
 	HeldLock   *h = &held[held_count - 1];
 
 	fencing_lock_registry_release(h->slot);
+	if (h->lease_subid != InvalidSubTransactionId)
+		leases_held--;
 	held_index[h->bucket] = 0;
 	held_count--;
 }
 
 /*
- * Free the registry slot of an abandoned wait.
+ * Free the slot of a lock being taken or awaited that was not granted.
  */
 static void
-release_waiting(void)
+release_pending(void)
 {
-	if (waiting)
+	if (pending_slot >= 0)
 	{
-		waiting = false;
-		fencing_lock_registry_release(waiting_slot);
-		waiting_slot = -1;
+		fencing_lock_registry_release(pending_slot);
+		pending_slot = -1;
+		pending_subid = InvalidSubTransactionId;
 	}
 }
 
 /*
- * The transaction ended: core has released (or is about to release) every
- * lock, so forget them all and free their slots.
+ * The transaction ended and core has released every lock: forget them all
+ * and free their slots.
  */
 static void
 release_all(void)
 {
-	release_waiting();
+	release_pending();
 	while (held_count > 0)
 		held_pop();
+	Assert(leases_held == 0);
+}
+
+/*
+ * A subtransaction was rolled back and core has released the locks it
+ * took: forget them (they are the tail of held[]), forget leases taken in
+ * it on locks the parent keeps, and free the slot of an attempt or wait
+ * that it or a subtransaction inside it began.
+ */
+static void
+release_subtransaction(SubTransactionId subid)
+{
+	int			i;
+
+	if (pending_slot >= 0 && pending_subid >= subid)
+		release_pending();
+	while (held_count > 0 && held[held_count - 1].subid == subid)
+		held_pop();
+	for (i = 0; leases_held > 0 && i < held_count; i++)
+	{
+		if (held[i].lease_subid == subid)
+		{
+			held[i].lease_subid = InvalidSubTransactionId;
+			leases_held--;
+		}
+	}
+}
+
+/*
+ * Resource release, after the locks: the one moment at which core has let
+ * go of the locks and nothing else has run yet.  At transaction end
+ * (commit, abort, and the abort that backend exit performs) every slot is
+ * freed; at subtransaction abort those of the aborting subtransaction.
+ * Other resource owners (portals) are released with their locks passing to
+ * the transaction, so they are left alone.
+ */
+static void
+locks_resource_release(ResourceReleasePhase phase, bool isCommit,
+					   bool isTopLevel, void *arg)
+{
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS)
+		return;
+	if (held_count == 0 && pending_slot < 0)
+		return;
+
+	if (isTopLevel)
+		release_all();
+	else if (!isCommit && CurrentResourceOwner == CurTransactionResourceOwner)
+		release_subtransaction(GetCurrentSubTransactionId());
 }
 
 /*
  * Transaction end.  PREPARE is refused while fencing locks are held: the
  * prepared transaction would keep the lock with no session to renew a
- * lease or to end it, and the view could not say who holds it.
+ * lease or to end it, and the view could not say who holds it.  The slots
+ * themselves are freed by locks_resource_release, after the locks.
  */
 static void
 locks_xact_callback(XactEvent event, void *arg)
 {
-	switch (event)
-	{
-		case XACT_EVENT_PRE_PREPARE:
-			if (held_count > 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that holds fencing locks"),
-						 errdetail("A prepared transaction would keep the lock with no session to renew or end it."),
-						 errhint("Commit or roll back instead, or take the lock in a transaction that is not prepared.")));
-			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_PREPARE:
-			lease_in_force = false;
-			if (held_count > 0 || waiting)
-				release_all();
-			break;
-		default:
-			break;
-	}
+	if (event == XACT_EVENT_PRE_PREPARE && held_count > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that holds fencing locks"),
+				 errdetail("A prepared transaction would keep the lock with no session to renew or end it."),
+				 errhint("Commit or roll back instead, or take the lock in a transaction that is not prepared.")));
 }
 
 /*
- * Subtransaction end, mirroring core: on commit the subtransaction's locks
- * pass to the parent; on rollback core releases the locks it took (those
- * the parent already held stay), and any wait in progress is abandoned.
- * The subtransaction's entries are the tail of held[].
+ * Subtransaction commit, mirroring core: the subtransaction's locks, and
+ * the leases taken in it, pass to the parent.  (Rollback is handled by
+ * locks_resource_release, once core has released the locks.)
  */
 static void
 locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -336,26 +403,22 @@ locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			i;
 
-	switch (event)
+	if (event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	for (i = held_count - 1; i >= 0 && held[i].subid == mySubid; i--)
+		held[i].subid = parentSubid;
+	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
-		case SUBXACT_EVENT_COMMIT_SUB:
-			for (i = held_count - 1; i >= 0 && held[i].subid == mySubid; i--)
-				held[i].subid = parentSubid;
-			break;
-		case SUBXACT_EVENT_ABORT_SUB:
-			release_waiting();
-			while (held_count > 0 && held[held_count - 1].subid == mySubid)
-				held_pop();
-			break;
-		default:
-			break;
+		if (held[i].lease_subid == mySubid)
+			held[i].lease_subid = parentSubid;
 	}
 }
 
 /*
- * Backend exit: proc exit normally aborts the open transaction first, which
- * frees everything through locks_xact_callback; this is the safety net for
- * an exit that skips it, so that no slot stays claimed by a dead backend.
+ * Backend exit: proc exit aborts the open transaction in ShutdownPostgres,
+ * which frees everything through locks_resource_release; this runs after
+ * it, as the safety net for an exit that skipped it, so that no slot stays
+ * claimed by a dead backend.
  */
 static void
 locks_shmem_exit(int code, Datum arg)
@@ -385,92 +448,112 @@ prepare_request(LockRequest *req, Datum name)
 static void
 check_own_name(const HeldLock *h, const LockRequest *req)
 {
-	int			other_len;
-	const char *other = fencing_lock_registry_own_name(h->slot, &other_len);
-
-	if (other == NULL)
-		return;					/* untracked: the name was not kept */
-	if (other_len == req->namelen && memcmp(other, req->name, other_len) == 0)
+	if (h->namelen == req->namelen &&
+		memcmp(h->name, req->name, h->namelen) == 0)
 		return;
 
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_KEY_COLLISION),
 			 errmsg("lock name \"%s\" collides with \"%.*s\"",
-					req->name, other_len, other),
+					req->name, h->namelen, h->name),
 			 errdetail("Both names share the lock key %lld, which this transaction already holds under the other name.",
 					   (long long) req->key),
 			 errhint("Rename one of the two locks.")));
 }
 
 /*
- * The lock was granted (or was already ours): return the token of this
- * transaction's grant, or draw a fresh one and record it.  If a
- * fencing.lock() wait is in progress its registry slot becomes the grant's.
+ * This transaction already holds the key through fencing: the entry, after
+ * checking that it was taken under the same name; else NULL.  Core's lock
+ * is held by the entry's (sub)transaction or an ancestor of it until that
+ * one ends, so there is nothing to acquire again.
  */
-static int64
-remember_grant(LockRequest *req, LockAcquireResult res)
+static HeldLock *
+held_again(const LockRequest *req)
 {
-	int64		token;
-	int			slot;
+	HeldLock   *h = held_find(req->key);
 
-	if (res == LOCKACQUIRE_ALREADY_HELD || res == LOCKACQUIRE_ALREADY_CLEAR)
-	{
-		HeldLock   *h = held_find(req->key);
-
-		if (h != NULL)
-		{
-			check_own_name(h, req);
-			release_waiting();
-			return h->token;
-		}
-		/* held, but taken by the raw advisory functions: give it a token */
-	}
-
-	token = fencing_issue_token();
-	held_reserve();
-	if (waiting)
-	{
-		slot = waiting_slot;
-		fencing_lock_registry_grant(slot, token);
-	}
-	else
-		slot = fencing_lock_registry_claim(req->key, req->name, req->namelen,
-										   token, true);
-	held_insert(req->key, token, slot);
-	waiting = false;
-	waiting_slot = -1;
-	return token;
+	if (h != NULL)
+		check_own_name(h, req);
+	return h;
 }
 
 /*
- * One attempt without waiting.  True with the token when granted.
+ * Publish the name, then try the core lock once without waiting.  True
+ * when granted (or when the transaction already held the key through the
+ * raw advisory functions); the slot stays pending until grant().  When
+ * busy, checks for a collision (raising FN002) and returns false with the
+ * slot still pending.
+ *
+ * The check after a busy LockAcquire scans the registry; the holder may
+ * commit and free its slot between the two.  The release counter read
+ * before LockAcquire tells: if it moved, the scan proves nothing, so try
+ * again (the lock may well be free now).
  */
 static bool
-try_acquire(LockRequest *req, int64 *token)
+attempt(const LockRequest *req)
 {
-	LockAcquireResult res;
+	uint32		releases;
 
-	res = LockAcquire(&req->tag, ExclusiveLock, false, true);
-	if (res == LOCKACQUIRE_NOT_AVAIL)
-		return false;
-	*token = remember_grant(req, res);
-	return true;
+	held_reserve();
+	pending_slot = fencing_lock_registry_claim(req->key, req->name,
+											   req->namelen);
+	pending_subid = GetCurrentSubTransactionId();
+
+	releases = fencing_lock_registry_releases(req->key);
+	for (;;)
+	{
+		uint32		now;
+
+		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
+			LOCKACQUIRE_NOT_AVAIL)
+			return true;
+
+		fencing_lock_registry_check_collision(req->key, req->name,
+											  req->namelen);
+		now = fencing_lock_registry_releases(req->key);
+		if (now == releases)
+			return false;
+		releases = now;
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*
- * Show the wait in fencing.locks before it starts.
+ * The pending lock was granted: draw its token, publish it and remember the
+ * grant.  If drawing the token fails, the lock and the pending slot go with
+ * the (sub)transaction's abort.
  */
-static void
-begin_wait(LockRequest *req)
+static HeldLock *
+grant(const LockRequest *req, bool after_wait)
 {
-	if (!exit_callback_registered)
+	int64		token = fencing_issue_token();
+	HeldLock   *h;
+
+	fencing_lock_registry_grant(pending_slot, token, after_wait);
+	h = held_insert(req, token, pending_slot);
+	pending_slot = -1;
+	pending_subid = InvalidSubTransactionId;
+	return h;
+}
+
+/*
+ * try_lock and lease: the entry of the lock, already held or newly
+ * granted, or NULL when busy.
+ */
+static HeldLock *
+take_without_waiting(const LockRequest *req)
+{
+	HeldLock   *h = held_again(req);
+
+	if (h != NULL)
+		return h;
+	if (!attempt(req))
 	{
-		before_shmem_exit(locks_shmem_exit, (Datum) 0);
-		exit_callback_registered = true;
+		release_pending();
+		fencing_stat_add(FENCING_STAT_LOCKS_BUSY, 1);
+		return NULL;
 	}
-	waiting_slot = fencing_lock_registry_claim(req->key, req->name,
-											   req->namelen, 0, false);
-	waiting = true;
+	return grant(req, false);
 }
 
 /*
@@ -481,10 +564,12 @@ begin_wait(LockRequest *req)
  * error can be caught safely: the rollback removes us from the queue and
  * releases a grant that raced with the timeout.  Every other error (query
  * cancel, statement_timeout, deadlock, the session's lock_timeout) is
- * re-thrown.  Returns whether the lock was granted.
+ * re-thrown.  Returns whether the lock was granted.  The wait's registry
+ * slot was claimed outside the internal subtransaction, so its rollback
+ * leaves the slot to the caller.
  */
 static bool
-wait_with_timeout(LockRequest *req, int timeout_ms, LockAcquireResult *res)
+wait_with_timeout(const LockRequest *req, int timeout_ms)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -500,7 +585,7 @@ wait_with_timeout(LockRequest *req, int timeout_ms, LockAcquireResult *res)
 	{
 		if (ours)
 			LockTimeout = timeout_ms;
-		*res = LockAcquire(&req->tag, ExclusiveLock, false, false);
+		(void) LockAcquire(&req->tag, ExclusiveLock, false, false);
 
 		/*
 		 * A lock timeout that fired just as the lock was granted is still
@@ -569,21 +654,17 @@ Datum
 fencing_try_lock(PG_FUNCTION_ARGS)
 {
 	LockRequest req;
-	int64		token;
+	HeldLock   *h;
 
 	fencing_error_if_standby("fencing.try_lock()");
 	error_if_null_name(fcinfo);
 	prepare_request(&req, PG_GETARG_DATUM(0));
 
-	if (try_acquire(&req, &token))
-	{
-		fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
-		PG_RETURN_INT64(token);
-	}
-
-	fencing_lock_registry_check_collision(req.key, req.name, req.namelen);
-	fencing_stat_add(FENCING_STAT_LOCKS_BUSY, 1);
-	PG_RETURN_NULL();
+	h = take_without_waiting(&req);
+	if (h == NULL)
+		PG_RETURN_NULL();
+	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
+	PG_RETURN_INT64(h->token);
 }
 
 /*
@@ -592,16 +673,15 @@ fencing_try_lock(PG_FUNCTION_ARGS)
  * a deadlock or a cancel ends the statement with an error); a zero timeout
  * tries once; otherwise NULL when the timeout passes.  Timeouts are
  * rounded up to whole milliseconds and capped at INT_MAX milliseconds,
- * lock_timeout's own range.
+ * lock_timeout's own range.  While it waits, the view shows the wait.
  */
 Datum
 fencing_lock(PG_FUNCTION_ARGS)
 {
 	LockRequest req;
-	int64		token;
+	HeldLock   *h;
 	bool		has_timeout = !PG_ARGISNULL(1);
 	int			timeout_ms = 0;
-	LockAcquireResult res;
 
 	fencing_error_if_standby("fencing.lock()");
 	error_if_null_name(fcinfo);
@@ -620,34 +700,35 @@ fencing_lock(PG_FUNCTION_ARGS)
 
 	prepare_request(&req, PG_GETARG_DATUM(0));
 
-	if (try_acquire(&req, &token))
+	if ((h = held_again(&req)) == NULL)
 	{
-		fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
-		PG_RETURN_INT64(token);
+		bool		waited = false;
+
+		if (!attempt(&req))
+		{
+			if (has_timeout && timeout_ms == 0)
+			{
+				release_pending();
+				fencing_stat_add(FENCING_STAT_LOCKS_TIMED_OUT, 1);
+				PG_RETURN_NULL();
+			}
+
+			fencing_lock_registry_wait(pending_slot);
+			if (!has_timeout)
+				(void) LockAcquire(&req.tag, ExclusiveLock, false, false);
+			else if (!wait_with_timeout(&req, timeout_ms))
+			{
+				/* the internal rollback has released a grant that raced */
+				release_pending();
+				fencing_stat_add(FENCING_STAT_LOCKS_TIMED_OUT, 1);
+				PG_RETURN_NULL();
+			}
+			waited = true;
+		}
+		h = grant(&req, waited);
 	}
-
-	fencing_lock_registry_check_collision(req.key, req.name, req.namelen);
-
-	if (has_timeout && timeout_ms == 0)
-	{
-		fencing_stat_add(FENCING_STAT_LOCKS_TIMED_OUT, 1);
-		PG_RETURN_NULL();
-	}
-
-	begin_wait(&req);
-	if (!has_timeout)
-		res = LockAcquire(&req.tag, ExclusiveLock, false, false);
-	else if (!wait_with_timeout(&req, timeout_ms, &res))
-	{
-		/* the subtransaction's rollback has already freed the wait's slot */
-		release_waiting();
-		fencing_stat_add(FENCING_STAT_LOCKS_TIMED_OUT, 1);
-		PG_RETURN_NULL();
-	}
-
-	token = remember_grant(&req, res);
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
-	PG_RETURN_INT64(token);
+	PG_RETURN_INT64(h->token);
 }
 
 /*
@@ -657,13 +738,15 @@ fencing_lock(PG_FUNCTION_ARGS)
  * longer than ttl has its session ended by the server and the lock freed.
  * Any statement, such as fencing.held_token(), restarts the idle clock.  The
  * ttl is validated before the lock is tried, and rounded down to whole
- * milliseconds (a lease never lasts longer than asked).
+ * milliseconds (a lease never lasts longer than asked).  The lease belongs
+ * to the (sub)transaction that took it: rolled back with it, like the
+ * setting.
  */
 Datum
 fencing_lease(PG_FUNCTION_ARGS)
 {
 	LockRequest req;
-	int64		token;
+	HeldLock   *h;
 	double		usecs;
 	int			ttl_ms;
 	int			current;
@@ -693,12 +776,9 @@ fencing_lease(PG_FUNCTION_ARGS)
 
 	prepare_request(&req, PG_GETARG_DATUM(0));
 
-	if (!try_acquire(&req, &token))
-	{
-		fencing_lock_registry_check_collision(req.key, req.name, req.namelen);
-		fencing_stat_add(FENCING_STAT_LOCKS_BUSY, 1);
+	h = take_without_waiting(&req);
+	if (h == NULL)
 		PG_RETURN_NULL();
-	}
 
 	/*
 	 * Never lengthen an idle limit already in force (an earlier, shorter
@@ -716,10 +796,14 @@ fencing_lease(PG_FUNCTION_ARGS)
 								 GUC_ACTION_LOCAL, true, 0, false);
 	}
 
-	lease_in_force = true;
+	if (h->lease_subid == InvalidSubTransactionId)
+	{
+		h->lease_subid = GetCurrentSubTransactionId();
+		leases_held++;
+	}
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	fencing_stat_add(FENCING_STAT_LEASES_GRANTED, 1);
-	PG_RETURN_INT64(token);
+	PG_RETURN_INT64(h->token);
 }
 
 /*

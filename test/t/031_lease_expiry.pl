@@ -8,7 +8,9 @@
 # session, the lock is free, fencing.locks no longer shows it, and B then
 # gets the lock with a higher token.  A holder that keeps issuing statements
 # (fencing.held_token) more often than its ttl keeps the lease far beyond
-# the ttl.
+# the ttl.  fencing.stats counts as expired only leases still in force: a
+# lease rolled back with its savepoint does not count when the session's
+# own idle limit ends it.
 
 use strict;
 use warnings;
@@ -105,11 +107,49 @@ is($c->query_safe('SHOW idle_in_transaction_session_timeout'),
 	'0', "after C's commit the session has no idle limit again");
 $c->quit;
 
+# A lease belongs to the (sub)transaction that took it.  Three sessions sit
+# idle in their transactions at once: D1 took a lease in a savepoint and
+# rolled back to it, D2 did the same on a lock it already held, and both
+# are ended by the session's own 1 s idle limit, which is no lease
+# expiring; D3 took a lease in a savepoint it released, and that lease
+# expires.
+my @d;
+for my $i (1 .. 3)
+{
+	push @d, $node->background_psql('postgres', on_error_stop => 0);
+}
+my @d_pid = map { $_->query_safe('SELECT pg_backend_pid()') } @d;
+$d[0]->query_safe("SET idle_in_transaction_session_timeout = '1s'");
+$d[0]->query_safe('BEGIN');
+$d[0]->query_safe('SAVEPOINT s');
+like($d[0]->query_safe("SELECT fencing.lease('d1', '1 hour')"),
+	qr/^\d+$/, 'D1 takes a lease in a savepoint');
+$d[0]->query_safe('ROLLBACK TO SAVEPOINT s');
+$d[1]->query_safe("SET idle_in_transaction_session_timeout = '1s'");
+$d[1]->query_safe('BEGIN');
+my $d2_token = $d[1]->query_safe("SELECT fencing.try_lock('d2')");
+$d[1]->query_safe('SAVEPOINT s');
+is($d[1]->query_safe("SELECT fencing.lease('d2', '1 hour')"),
+	$d2_token, 'D2 makes its lock a lease in a savepoint');
+$d[1]->query_safe('ROLLBACK TO SAVEPOINT s');
+$d[2]->query_safe('BEGIN');
+$d[2]->query_safe('SAVEPOINT s');
+like($d[2]->query_safe("SELECT fencing.lease('d3', '1s')"),
+	qr/^\d+$/, 'D3 takes a lease in a savepoint');
+$d[2]->query_safe('RELEASE SAVEPOINT s');
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid IN ("
+		  . join(',', @d_pid) . ')'),
+	'the server ended all three idle sessions');
+eval { $_->quit } for @d;
+
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
 	0, 'the view is empty at the end');
 is($node->safe_psql('postgres',
 		'SELECT leases_granted, leases_expired FROM fencing.stats'),
-	'2|1', 'two leases granted, only the one whose holder stalled expired');
+	'5|2',
+	'five leases granted; of those in force, the two whose holders stalled expired');
 
 $node->stop;
 done_testing();

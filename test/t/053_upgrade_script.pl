@@ -30,6 +30,15 @@ $node->safe_psql('updated', "CREATE EXTENSION fencing VERSION '1.0'");
 is($node->safe_psql('updated',
 		"SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
 	'1.0', 'the 1.0 install script still works');
+# Between the server's upgrade and ALTER EXTENSION UPDATE, the new library
+# serves the 1.0 objects: the view still has 1.0's "untracked" column, now
+# always NULL.
+is( $node->safe_psql(
+		'updated',
+		"BEGIN; SELECT fencing.try_lock('before update') IS NOT NULL;
+		 SELECT name, untracked IS NULL FROM fencing.locks; COMMIT"),
+	"t\nbefore update|t",
+	'the 1.0 view works with the new library');
 $node->safe_psql('updated', 'ALTER EXTENSION fencing UPDATE');
 is($node->safe_psql('updated',
 		"SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
