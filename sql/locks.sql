@@ -197,3 +197,63 @@ SELECT fencing.try_lock('counted') IS NOT NULL, fencing.lock('counted') IS NOT N
 COMMIT;
 SELECT locks_granted - :g0 AS locks_granted, leases_granted - :l0 AS leases_granted
 FROM fencing.stats;
+
+-- Outside a transaction block a lock lasts only as long as the statement
+-- that took it, so the token it returns guards nothing: a WARNING (SQLSTATE
+-- 25P01, as for SET LOCAL) says so, once per statement, from try_lock, lock
+-- and lease alike.  A busy name takes no lock and gets no warning.
+SELECT fencing.try_lock('autocommit') IS NOT NULL AS granted;
+SELECT fencing.lock('autocommit', '1 second') IS NOT NULL AS granted;
+SELECT fencing.lease('autocommit', '1 minute') IS NOT NULL AS granted;
+SELECT fencing.held_token('autocommit') IS NULL AS released_already;
+SELECT count(fencing.try_lock('autocommit ' || i)) AS granted
+FROM generate_series(1, 3) i;
+\set VERBOSITY sqlstate
+SELECT fencing.lock('autocommit') IS NOT NULL AS granted;
+\set VERBOSITY default
+-- None inside a transaction block, nor in an implicit one (several
+-- statements in one query message share a transaction, and the lock lasts
+-- until its end) ...
+BEGIN;
+SELECT fencing.try_lock('in block') IS NOT NULL AS granted,
+	   fencing.lock('in block 2') IS NOT NULL AS lock_granted,
+	   fencing.lease('in block 3', '1 minute') IS NOT NULL AS lease_granted;
+COMMIT;
+SELECT fencing.try_lock('implicit block') IS NOT NULL AS granted \; SELECT fencing.held_token('implicit block') IS NOT NULL AS still_held;
+SELECT fencing.held_token('implicit block') IS NULL AS released_at_the_end;
+-- A one-line SQL function is inlined into the calling query, so it is the
+-- top-level statement itself: it warns.
+CREATE FUNCTION pg_temp.inlined_lock(n text) RETURNS bigint LANGUAGE sql
+AS $$ SELECT fencing.try_lock(n) $$;
+SELECT pg_temp.inlined_lock('inlined') IS NOT NULL AS granted;
+-- ... nor inside a function, a procedure or a DO block, which may use the
+-- lock within the same statement.
+-- (PL/pgSQL runs "RETURN f()" and "x := f()" without the executor, and
+-- "PERFORM f()" through it: both ways are tried.)
+CREATE FUNCTION pg_temp.take_lock(n text) RETURNS bigint LANGUAGE plpgsql
+AS $$ BEGIN RETURN fencing.try_lock(n); END $$;
+SELECT pg_temp.take_lock('in function') IS NOT NULL AS granted;
+CREATE FUNCTION pg_temp.take_lock_sql(n text) RETURNS bigint LANGUAGE sql
+AS $$ SELECT 1; SELECT fencing.lock(n) $$;
+SELECT pg_temp.take_lock_sql('in sql function') IS NOT NULL AS granted;
+CREATE PROCEDURE pg_temp.take_locks(n text) LANGUAGE plpgsql
+AS $$
+DECLARE
+	t bigint;
+BEGIN
+	t := fencing.try_lock(n);
+	PERFORM fencing.lock(n || ' 2');
+	t := fencing.lease(n || ' 3', '1 minute');
+END
+$$;
+CALL pg_temp.take_locks('in procedure');
+DO $$
+DECLARE
+	t bigint;
+BEGIN
+	PERFORM fencing.try_lock('in do');
+	t := fencing.lock('in do 2', '1 second');
+	PERFORM fencing.lease('in do 3', '1 minute');
+END
+$$;
+SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();

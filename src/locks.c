@@ -61,6 +61,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "fencing.h"
 
 PG_FUNCTION_INFO_V1(fencing_try_lock);
@@ -110,6 +111,9 @@ static SubTransactionId pending_subid = InvalidSubTransactionId;
  * entries, so a lease rolled back with its subtransaction no longer counts.
  */
 static int	leases_held = 0;
+
+/* The transaction in which the autocommit warning was last given. */
+static LocalTransactionId autocommit_warned_lxid = InvalidLocalTransactionId;
 
 static bool exit_callback_registered = false;
 
@@ -537,11 +541,37 @@ grant(const LockRequest *req, bool after_wait)
 }
 
 /*
- * try_lock and lease: the entry of the lock, already held or newly
- * granted, or NULL when busy.
+ * A lock taken by the client's own statement outside a transaction block
+ * lives only as long as that statement: the token it returns guards
+ * nothing.  Say so, once per statement, as core does for SET LOCAL.  Not
+ * inside a function, procedure or DO block (which may use the lock in the
+ * same statement), nor in an implicit transaction block (several
+ * statements in one query message, which share one transaction).
+ */
+static void
+warn_if_autocommit(const LockRequest *req, const char *function)
+{
+	if (IsTransactionBlock() || !fencing_called_from_top_level())
+		return;
+	if (autocommit_warned_lxid == FENCING_MY_LXID)
+		return;
+	autocommit_warned_lxid = FENCING_MY_LXID;
+
+	ereport(WARNING,
+			(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+			 errmsg("fencing lock \"%s\" is released at the end of this statement",
+					req->name),
+			 errdetail("%s was called outside a transaction block, so the lock ends with the statement that took it, and its token guards nothing after that.",
+					   function),
+			 errhint("Start a transaction with BEGIN, take the lock, do the work, then COMMIT.")));
+}
+
+/*
+ * try_lock and lease: the entry of the lock, already held or newly granted
+ * (with the autocommit warning), or NULL when busy.
  */
 static HeldLock *
-take_without_waiting(const LockRequest *req)
+take_without_waiting(const LockRequest *req, const char *function)
 {
 	HeldLock   *h = held_again(req);
 
@@ -553,7 +583,9 @@ take_without_waiting(const LockRequest *req)
 		fencing_stat_add(FENCING_STAT_LOCKS_BUSY, 1);
 		return NULL;
 	}
-	return grant(req, false);
+	h = grant(req, false);
+	warn_if_autocommit(req, function);
+	return h;
 }
 
 /*
@@ -660,7 +692,7 @@ fencing_try_lock(PG_FUNCTION_ARGS)
 	error_if_null_name(fcinfo);
 	prepare_request(&req, PG_GETARG_DATUM(0));
 
-	h = take_without_waiting(&req);
+	h = take_without_waiting(&req, "fencing.try_lock()");
 	if (h == NULL)
 		PG_RETURN_NULL();
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
@@ -726,6 +758,7 @@ fencing_lock(PG_FUNCTION_ARGS)
 			waited = true;
 		}
 		h = grant(&req, waited);
+		warn_if_autocommit(&req, "fencing.lock()");
 	}
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
@@ -776,7 +809,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 
 	prepare_request(&req, PG_GETARG_DATUM(0));
 
-	h = take_without_waiting(&req);
+	h = take_without_waiting(&req, "fencing.lease()");
 	if (h == NULL)
 		PG_RETURN_NULL();
 

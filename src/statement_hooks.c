@@ -92,11 +92,20 @@ fencing_merge_running(void)
  * Whether the function being called belongs to the top-level statement of
  * the client (depth 1), rather than to a statement inside a function,
  * procedure or DO block.
+ *
+ * The depth alone cannot tell: PL/pgSQL evaluates simple expressions
+ * ("x := f()", "RETURN f()") without the executor, so a function called
+ * that way from a PL/pgSQL function of a top-level query still sees depth
+ * 1.  Every procedural language (and SQL functions) pushes an error context
+ * while it runs its code, and the client's own statement runs with none,
+ * so an empty error context stack tells the two apart.  Anything else that
+ * pushed a context only makes the answer "not top level", the safe side
+ * for the one caller, a warning.
  */
 bool
 fencing_called_from_top_level(void)
 {
-	return statement_depth <= 1;
+	return statement_depth <= 1 && error_context_stack == NULL;
 }
 
 /*

@@ -85,9 +85,11 @@ $c2->query_safe('ROLLBACK');
 # Many short transactions from both clients, one at a time, land on the two
 # reused server connections; every one of them finds the lock free, also
 # right after another client's transaction on the same server connection
-# took it.  Autocommit statements and explicit transactions alternate.
-my (%servers, $all_free, $previous);
+# took it.  Autocommit statements and explicit transactions alternate; each
+# autocommit statement is warned that its lock ends with it.
+my (%servers, $all_free, $previous, $warned);
 $all_free = 1;
+$warned = 0;
 $previous = $t2;
 for my $i (1 .. 20)
 {
@@ -95,8 +97,13 @@ for my $i (1 .. 20)
 	my $row;
 	if ($i % 4 < 2)
 	{
-		$row = $c->query_safe(
+		$c->{stderr} = '';
+		$row = $c->query(
 			"SELECT fencing.try_lock('pooled job'), pg_backend_pid()");
+		$warned++
+		  if $c->{stderr} =~
+		  /WARNING:  fencing lock "pooled job" is released at the end of this statement/;
+		$c->{stderr} = '';
 	}
 	else
 	{
@@ -111,6 +118,7 @@ for my $i (1 .. 20)
 	$servers{$server}++;
 }
 ok($all_free, 'each of 20 pooled transactions found the lock free, with a rising token');
+is($warned, 10, 'each of the 10 autocommit statements was warned');
 cmp_ok(scalar keys %servers, '<=', 2, 'they ran on at most two server connections');
 is( $node->safe_psql(
 		'postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
@@ -128,8 +136,10 @@ $c3->quit;
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) = 0 FROM fencing.locks"),
 	"the abandoned transaction's lock is released");
+$c1->query_safe('BEGIN');
 is($c1->query_safe("SELECT fencing.try_lock('abandoned') IS NOT NULL"),
 	't', 'and the next client gets it');
+$c1->query_safe('COMMIT');
 
 $c1->quit;
 $c2->quit;
