@@ -7,13 +7,14 @@ package FencingTest;
 use strict;
 use warnings;
 
+use Encode qw(encode_utf8);
 use Exporter 'import';
 use File::Temp qw(tempdir);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 
-our @EXPORT_OK = qw(state_file_limit start_pgbouncer stop_pgbouncer
+our @EXPORT_OK = qw(state_file_limit sql_text start_pgbouncer stop_pgbouncer
   @WHITE_SPACE @IGNORABLE);
 
 # The limit stored in a node's fencing.state file (magic, version, limit,
@@ -36,25 +37,30 @@ sub state_file_limit
 our $PGBOUNCER = '/usr/sbin/pgbouncer';
 
 # Start pgbouncer in transaction pooling mode in front of $node, with
-# $pool_size server connections.  It listens on a Unix socket of its own
+# $pool_size server connections for the database "postgres"; $aliases, a
+# hash of alias => pool size, adds further names for the same database with
+# pools of their own.  It listens on a Unix socket of its own
 # port in the node's socket directory, so the returned Cluster object
 # ({pool}) connects through it with psql and background_psql.  {up} says
 # whether it accepted a connection within ten seconds; {diag} returns its
 # output and log for a failure message.
 sub start_pgbouncer
 {
-	my ($node, $pool_size) = @_;
+	my ($node, $pool_size, $aliases) = @_;
 	my $user = $node->safe_psql('postgres', 'SELECT current_user');
 	my $dir = tempdir(CLEANUP => 1);
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
 	my ($host, $node_port) = ($node->host, $node->port);
 	my $ini = "$dir/pgbouncer.ini";
+	my $alias_lines = join('',
+		map { "$_ = host=$host port=$node_port dbname=postgres user=$user pool_size=$aliases->{$_}\n" }
+		  sort keys %{ $aliases // {} });
 
 	open(my $fh, '>', $ini) or die "could not write $ini: $!";
 	print $fh <<"EOS";
 [databases]
 postgres = host=$host port=$node_port dbname=postgres user=$user
-
+$alias_lines
 [pgbouncer]
 listen_addr =
 listen_port = $port
@@ -97,6 +103,16 @@ sub stop_pgbouncer
 	$bouncer->{run}->signal('INT');
 	$bouncer->{run}->finish;
 	return;
+}
+
+# SQL for a (Perl, Unicode) string as a text value in the database
+# encoding: the string travels as hex of its UTF-8 bytes, so the SQL is ASCII
+# and does not depend on psql's client encoding.
+sub sql_text
+{
+	my ($str) = @_;
+	my $hex = unpack('H*', encode_utf8($str));
+	return "convert_from('\\x$hex'::bytea, 'UTF8')";
 }
 
 # Every Unicode White_Space code point: lock names collapse runs of them.

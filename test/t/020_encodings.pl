@@ -25,7 +25,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(@WHITE_SPACE @IGNORABLE);
+use FencingTest qw(sql_text @WHITE_SPACE @IGNORABLE);
 
 my $node = PostgreSQL::Test::Cluster->new('encodings');
 $node->init;
@@ -50,14 +50,6 @@ for my $db (sort keys %create)
 # dotless there, so agreement below is not an accident of the locale.
 is($node->safe_psql('tr', "SELECT lower('I') = 'i'"),
 	'f', 'ICU Turkish default collation lower-cases I to dotless i');
-
-# SQL for a UTF-8 string as a text value in the database encoding.
-sub sql_text
-{
-	my ($str) = @_;
-	my $hex = unpack('H*', encode_utf8($str));
-	return "convert_from('\\x$hex'::bytea, 'UTF8')";
-}
 
 # hex of the UTF-8 bytes of an SQL text expression
 sub utf8_hex_sql

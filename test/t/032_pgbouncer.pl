@@ -10,7 +10,9 @@
 # transaction makes a second client see it busy; after COMMIT the lock is
 # free for the next transaction on whichever server connection it gets;
 # many short transactions through the reused connections never find a lock
-# left behind.
+# left behind.  A second pool of one server connection makes the reuse
+# certain: two clients are shown to run on the same server backend in turn,
+# and the lock one of them held there is gone when the other arrives.
 
 use strict;
 use warnings;
@@ -33,8 +35,9 @@ $node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
-# A pool of two server connections.
-my $bouncer = start_pgbouncer($node, 2);
+# A pool of two server connections, and a database "single" whose pool has
+# one, so that two clients of it must share a server connection.
+my $bouncer = start_pgbouncer($node, 2, { single => 1 });
 my $pool = $bouncer->{pool};
 ok($bouncer->{up}, 'pgbouncer accepts connections')
   or diag($bouncer->{diag}->());
@@ -120,6 +123,36 @@ for my $i (1 .. 20)
 ok($all_free, 'each of 20 pooled transactions found the lock free, with a rising token');
 is($warned, 10, 'each of the 10 autocommit statements was warned');
 cmp_ok(scalar keys %servers, '<=', 2, 'they ran on at most two server connections');
+
+# One server connection for two clients, so each transaction runs on the
+# backend the other client's transaction used before.  A holds the lock
+# there and ends its transaction (commit, then rollback); B, arriving on
+# the same backend, neither holds nor sees a lock, and takes it anew.
+my $a = $pool->background_psql('single');
+my $b = $pool->background_psql('single');
+for my $end ('COMMIT', 'ROLLBACK')
+{
+	$a->query_safe('BEGIN');
+	my ($a_token, $a_server) = split /\|/,
+	  $a->query_safe("SELECT fencing.try_lock('reused'), pg_backend_pid()");
+	like($a_token, qr/^\d+$/, "$end: client A holds the lock");
+	$a->query_safe($end);
+
+	$b->query_safe('BEGIN');
+	my ($b_server, $b_held, $b_locks) = split /\|/, $b->query_safe(
+		"SELECT pg_backend_pid(), fencing.held_token('reused') IS NULL,
+				(SELECT count(*) FROM pg_locks
+				  WHERE pid = pg_backend_pid() AND locktype = 'advisory')");
+	is($b_server, $a_server,
+		"$end: client B runs on the server backend client A used");
+	is($b_held, 't', "$end: B does not hold A's lock");
+	is($b_locks, '0', "$end: that backend holds no advisory lock");
+	my $b_token = $b->query_safe("SELECT fencing.try_lock('reused')");
+	cmp_ok($b_token, '>', $a_token, "$end: B takes the lock with a higher token");
+	$b->query_safe('COMMIT');
+}
+$a->quit;
+$b->quit;
 is( $node->safe_psql(
 		'postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
 	0, 'no advisory lock is left at the end');
