@@ -102,6 +102,9 @@ max_connections = 60
 shared_buffers = 128MB
 max_wal_size = 2GB
 checkpoint_timeout = 30min
+# the per-call lock statements run outside transaction blocks on purpose,
+# and fencing warns about each; do not write that warning to the log
+log_min_messages = error
 EOF
 	OWN_SERVER=1
 	as_owner "$PGBIN/pg_ctl" -D "$DATA" -l "$WORK/server.log" -w start >/dev/null ||
