@@ -68,8 +68,16 @@ SELECT fencing.advance_token(-1);
 SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
 SELECT fencing.advance_token(9223372036854775807);
 SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
--- none of them moved the counter
+-- a target whose reservation would not fit in a bigint fails before
+-- anything moves
+SELECT fencing.advance_token(9223372036854000000);
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+-- none of them moved the counter: tokens and locks work as before
 SELECT fencing.latest_token() < 9000000000000000000 AS counter_not_moved;
+SELECT fencing.next_token() BETWEEN :before_back AND 9000000000000000000 AS next_token_works;
+BEGIN;
+SELECT fencing.try_lock('regress advance overflow') BETWEEN :before_back AND 9000000000000000000 AS try_lock_works;
+COMMIT;
 
 -- advance_token is revoked from PUBLIC; next_token is for everyone, with
 -- no grant needed

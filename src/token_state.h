@@ -18,6 +18,15 @@
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 
+/* Tokens covered by one reservation. */
+#define FENCING_RESERVE_BLOCK		INT64CONST(1000000)
+
+/*
+ * The largest at_least advance_token accepts: a reservation above it,
+ * block included, must still fit in a bigint.
+ */
+#define FENCING_MAX_AT_LEAST		(PG_INT64_MAX - FENCING_RESERVE_BLOCK - 1)
+
 /*
  * counter is the last value taken by pg_atomic_add_fetch_u64; limit is the
  * highest value covered by a reservation that is flushed to WAL, confirmed by
@@ -43,5 +52,16 @@ typedef struct FencingTokenState
 } FencingTokenState;
 
 extern FencingTokenState *fencing_token_state;
+
+/* Lift an atomic counter to at least "to"; never moves it back. */
+static inline void
+fencing_raise_atomic(pg_atomic_uint64 *value, uint64 to)
+{
+	uint64		current = pg_atomic_read_u64(value);
+
+	while (current < to &&
+		   !pg_atomic_compare_exchange_u64(value, &current, to))
+		;
+}
 
 #endif							/* FENCING_TOKEN_STATE_H */

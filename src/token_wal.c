@@ -68,9 +68,6 @@
 
 #define XLOG_FENCING_RESERVE	0x00
 
-/* Tokens covered by one reservation. */
-#define FENCING_RESERVE_BLOCK	UINT64CONST(1000000)
-
 #define FENCING_STATE_FILE		"fencing.state"
 #define FENCING_STATE_TMP		"fencing.state.tmp"
 #define FENCING_STATE_MAGIC		0x464E4331	/* "FNC1" */
@@ -169,7 +166,6 @@ fencing_reserve_tokens(uint64 needed)
 		{
 			xl_fencing_reserve xlrec;
 			uint64		base;
-			uint64		current;
 
 			base = Max(pg_atomic_read_u64(&state->counter),
 					   (uint64) fencing_clock_floor());
@@ -186,10 +182,7 @@ fencing_reserve_tokens(uint64 needed)
 			 * now on are above it; values between the old counter and base are
 			 * simply never used.
 			 */
-			current = pg_atomic_read_u64(&state->counter);
-			while (current < base &&
-				   !pg_atomic_compare_exchange_u64(&state->counter, &current, base))
-				;
+			fencing_raise_atomic(&state->counter, base);
 
 			xlrec.limit = target;
 			XLogBeginInsert();
@@ -390,7 +383,6 @@ fencing_rmgr_redo(XLogReaderState *record)
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
 	xl_fencing_reserve *xlrec;
 	FencingTokenState *state = fencing_token_state;
-	uint64		current;
 
 	if (info != XLOG_FENCING_RESERVE)
 		elog(PANIC, "fencing_rmgr_redo: unknown op code %u", info);
@@ -398,12 +390,8 @@ fencing_rmgr_redo(XLogReaderState *record)
 	xlrec = (xl_fencing_reserve *) XLogRecGetData(record);
 
 	LWLockAcquire(state->lock, LW_EXCLUSIVE);
-	current = pg_atomic_read_u64(&state->counter);
-	while (current < xlrec->limit &&
-		   !pg_atomic_compare_exchange_u64(&state->counter, &current, xlrec->limit))
-		;
-	if (pg_atomic_read_u64(&state->limit) < xlrec->limit)
-		pg_atomic_write_u64(&state->limit, xlrec->limit);
+	fencing_raise_atomic(&state->counter, xlrec->limit);
+	fencing_raise_atomic(&state->limit, xlrec->limit);
 	if (state->pending_limit < xlrec->limit)
 		state->pending_limit = xlrec->limit;
 	state->pending_lsn = InvalidXLogRecPtr;

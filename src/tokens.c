@@ -178,16 +178,19 @@ fencing_latest_token(PG_FUNCTION_ARGS)
  * SQL: fencing.advance_token(at_least bigint)
  *
  * For an operator who knows tokens were issued elsewhere (an old cluster
- * whose clock ran ahead, a restore from an old backup): lift the counter,
- * then make a reservation above at_least durable, so neither this session
- * nor a crash can bring back a token at or below it.  Never moves back.
+ * whose clock ran ahead, a restore from an old backup): make a reservation
+ * above at_least durable, then lift the counter to it, so neither this
+ * session nor a crash can bring back a token at or below it.  Never moves
+ * back.
  * Returns the latest token, which is now at least at_least.
+ *
+ * Every check that can fail comes before the counter moves, so an error
+ * leaves counter and limit as they were.
  */
 Datum
 fencing_advance_token(PG_FUNCTION_ARGS)
 {
 	int64		at_least;
-	uint64		current;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -200,22 +203,17 @@ fencing_advance_token(PG_FUNCTION_ARGS)
 				 errmsg("at_least must not be negative"),
 				 errdetail("Fence tokens are positive; %lld would never move the counter.",
 						   (long long) at_least)));
-	if (at_least == PG_INT64_MAX)
+	if (at_least > FENCING_MAX_AT_LEAST)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("at_least must be less than %lld", (long long) PG_INT64_MAX),
-				 errdetail("No token could be greater than it.")));
+				 errmsg("at_least must be at most %lld", (long long) FENCING_MAX_AT_LEAST),
+				 errdetail("A reservation of " INT64_FORMAT " tokens above it must still fit in a bigint.",
+						   FENCING_RESERVE_BLOCK)));
 	fencing_error_if_standby("fencing.advance_token()");
 
-	current = pg_atomic_read_u64(&fencing_token_state->counter);
-	while (current < (uint64) at_least)
-	{
-		if (pg_atomic_compare_exchange_u64(&fencing_token_state->counter,
-										   &current, (uint64) at_least))
-			break;
-	}
 	if (pg_atomic_read_u64(&fencing_token_state->limit) < (uint64) at_least + 1)
 		fencing_reserve_tokens((uint64) at_least + 1);
+	fencing_raise_atomic(&fencing_token_state->counter, (uint64) at_least);
 
 	PG_RETURN_INT64(Max(fencing_read_latest_token(), at_least));
 }
