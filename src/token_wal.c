@@ -227,18 +227,23 @@ fencing_reserve_tokens(uint64 needed)
  * synchronous_commit = off or local must not weaken a cluster-wide
  * guarantee, so the wait is at least remote_flush whatever the session says.
  *
- * SyncRepWaitForLSN returns with only a WARNING when the wait is cancelled;
- * we then check whether the standbys really confirmed, and if not raise an
- * error, so the caller gets no token.
+ * Whether synchronous standbys are defined is read from
+ * synchronous_standby_names, as core's SyncStandbysDefined() does, not from
+ * WalSndCtl's flags (whose layout differs between 15.x minor releases);
+ * WalSndCtl->lsn[] is read, which every 15.x release lays out alike.
+ * SyncRepWaitForLSN returns with only a WARNING when the wait is cancelled,
+ * and at once while the checkpointer has not yet seen a new setting; if the
+ * standbys did not confirm the record we raise an error, so the caller gets
+ * no token.
  */
 static void
 wait_for_sync_standbys(XLogRecPtr lsn)
 {
 	int			nestlevel = -1;
-	bool		defined;
 	XLogRecPtr	confirmed;
 
-	if (max_wal_senders == 0)
+	if (max_wal_senders == 0 ||
+		SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
 		return;
 
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
@@ -260,11 +265,10 @@ wait_for_sync_standbys(XLogRecPtr lsn)
 	CHECK_FOR_INTERRUPTS();
 
 	LWLockAcquire(SyncRepLock, LW_SHARED);
-	defined = (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
 	confirmed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
 	LWLockRelease(SyncRepLock);
 
-	if (defined && confirmed < lsn)
+	if (confirmed < lsn)
 		ereport(ERROR,
 				(errcode(ERRCODE_QUERY_CANCELED),
 				 errmsg("canceling wait for synchronous standbys to confirm a fence token reservation"),

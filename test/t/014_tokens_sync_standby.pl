@@ -1,10 +1,15 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 014_tokens_sync_standby.pl -- T2 with synchronous replication: while the
-# synchronous standby is down, a reservation waits (wait event SyncRep)
-# instead of handing out an unconfirmed token; cancelling the wait raises
-# an error and returns no token; once the standby is back, calls succeed.
+# 014_tokens_sync_standby.pl -- T2 with synchronous replication:
+#  - while synchronous_standby_names names a standby that has not confirmed
+#    a reservation, no token is handed out, even in the moment after the
+#    setting changed when the server's own wait does not wait yet (the
+#    checkpointer has not seen it): the call fails with 57014;
+#  - while the synchronous standby is down, a reservation waits (wait event
+#    SyncRep) instead of handing out an unconfirmed token; cancelling the
+#    wait raises an error and returns no token; once the standby is back,
+#    calls succeed.
 
 use strict;
 use warnings;
@@ -20,6 +25,40 @@ $primary->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'")
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+
+my @verbose = (extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+
+# synchronous_standby_names set while the checkpointer, which tells the
+# server's commit wait that synchronous standbys exist, is stopped: commits
+# do not wait yet, but a reservation must not hand out a token that no
+# synchronous standby confirmed.
+{
+	my $checkpointer = $primary->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'");
+	kill('STOP', $checkpointer) or die "could not stop the checkpointer: $!";
+	$primary->safe_psql('postgres',
+		"ALTER SYSTEM SET synchronous_standby_names = 'absent_standby'");
+	$primary->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	$primary->poll_query_until('postgres',
+		"SELECT current_setting('synchronous_standby_names') = 'absent_standby'")
+	  or die 'the new synchronous_standby_names did not reach new sessions';
+	my $latest = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
+	my ($ret, $stdout, $stderr) = $primary->psql('postgres',
+		'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()', @verbose);
+	isnt($ret, 0,
+		'synchronous_standby_names names a standby that did not confirm: the reservation fails');
+	like($stderr, qr/ERROR:\s+57014:.*synchronous standbys/s,
+		'... with 57014 and a message about synchronous standbys');
+	is($stdout, '', '... and returns no token');
+	kill('CONT', $checkpointer) or die "could not continue the checkpointer: $!";
+	$primary->safe_psql('postgres', 'ALTER SYSTEM RESET synchronous_standby_names');
+	$primary->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	$primary->poll_query_until('postgres',
+		"SELECT current_setting('synchronous_standby_names') = ''")
+	  or die 'synchronous_standby_names was not reset';
+	cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.next_token()'), '>', $latest,
+		'with synchronous_standby_names empty again, tokens are handed out');
+}
 
 $primary->backup('backup');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
