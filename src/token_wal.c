@@ -59,12 +59,18 @@
 #include "token_state.h"
 
 /*
- * Our resource manager id.  128 is RM_EXPERIMENTAL_ID; it must be registered
- * on the PostgreSQL wiki before a release that others run alongside other
- * extensions with custom WAL.
+ * Resource manager ids.  199 is fencing's own (to be listed on
+ * https://wiki.postgresql.org/wiki/CustomWALResourceManagers); every record
+ * is written under it.  fencing 1.0 wrote under RM_EXPERIMENTAL_ID (128),
+ * which stays registered for replay only, with the same record format, so
+ * that WAL written by 1.0 still replays (crash recovery right after the
+ * upgrade, a 1.1 standby of a 1.0 primary) unless fencing.replay_1_0_wal
+ * frees the id for another extension.
  */
-#define FENCING_RMGR_ID			RM_EXPERIMENTAL_ID
+#define FENCING_RMGR_ID			199
 #define FENCING_RMGR_NAME		"fencing"
+#define FENCING_1_0_RMGR_ID		RM_EXPERIMENTAL_ID
+#define FENCING_1_0_RMGR_NAME	"fencing_1_0"
 
 #define XLOG_FENCING_RESERVE	0x00
 
@@ -87,6 +93,9 @@ typedef struct FencingStateFile
 	pg_crc32c	crc;
 } FencingStateFile;
 
+/* Settings. */
+static bool replay_1_0_wal = true;
+
 static void fencing_rmgr_redo(XLogReaderState *record);
 static void fencing_rmgr_desc(StringInfo buf, XLogReaderState *record);
 static const char *fencing_rmgr_identify(uint8 info);
@@ -100,14 +109,32 @@ static RmgrData fencing_rmgr = {
 	.rm_identify = fencing_rmgr_identify
 };
 
+static RmgrData fencing_1_0_rmgr = {
+	.rm_name = FENCING_1_0_RMGR_NAME,
+	.rm_redo = fencing_rmgr_redo,
+	.rm_desc = fencing_rmgr_desc,
+	.rm_identify = fencing_rmgr_identify
+};
+
 /*
- * Register the resource manager; must happen while the postmaster preloads
- * the library, before recovery can meet one of our records.
+ * Define the setting and register the resource managers; must happen while
+ * the postmaster preloads the library, before recovery can meet a record.
  */
 void
 fencing_token_wal_init(void)
 {
+	DefineCustomBoolVariable("fencing.replay_1_0_wal",
+							 "Replays WAL records written by fencing 1.0 (resource manager id 128).",
+							 "Turn off only when another extension needs resource manager id 128 and no WAL written by fencing 1.0 remains to be replayed.",
+							 &replay_1_0_wal,
+							 true,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
+
 	RegisterCustomRmgr(FENCING_RMGR_ID, &fencing_rmgr);
+	if (replay_1_0_wal)
+		RegisterCustomRmgr(FENCING_1_0_RMGR_ID, &fencing_1_0_rmgr);
 }
 
 /* Where the state file lives, for fencing.status(). */
@@ -374,51 +401,92 @@ fencing_state_file_load(void)
 }
 
 /*
+ * The ERROR for a record this build did not write.  Redo must not trust a
+ * record blindly: another extension may use the same resource manager id.
+ */
+static void
+report_invalid_record(XLogReaderState *record, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("invalid fencing WAL record at %X/%X (resource manager %d)",
+					LSN_FORMAT_ARGS(record->ReadRecPtr), XLogRecGetRmid(record)),
+			 errdetail("%s", detail),
+			 errhint("Another extension may write WAL under the same resource manager id; fencing uses id %d, and id %d for WAL written by fencing 1.0 unless fencing.replay_1_0_wal is off.",
+					 FENCING_RMGR_ID, FENCING_1_0_RMGR_ID)));
+}
+
+/*
+ * Check a record and return its limit; shared by redo and desc.  Returns
+ * NULL when the record is valid, else a sentence saying what is wrong.
+ */
+static const char *
+check_record(XLogReaderState *record, uint64 *limit)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	xl_fencing_reserve xlrec;
+
+	if (info != XLOG_FENCING_RESERVE)
+		return psprintf("Its info bits are 0x%02X; fencing writes only 0x%02X (RESERVE).",
+						info, XLOG_FENCING_RESERVE);
+	if (XLogRecHasAnyBlockRefs(record))
+		return pstrdup("It references data blocks; a fencing reservation references none.");
+	if (XLogRecGetDataLen(record) != sizeof(xlrec))
+		return psprintf("It carries %u bytes of data; a fencing reservation carries %d.",
+						XLogRecGetDataLen(record), (int) sizeof(xlrec));
+	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
+	if (xlrec.limit > (uint64) PG_INT64_MAX)
+		return psprintf("Its limit " UINT64_FORMAT " is above the largest bigint.",
+						xlrec.limit);
+	*limit = xlrec.limit;
+	return NULL;
+}
+
+/*
  * Redo a reservation, in crash recovery or on a standby: every token up to
  * the record's limit may have been handed out by the primary, so the
  * counter and limit move up to it, and the state file follows so that the
  * next restart does not depend on replaying this record again.  The limit
  * published here covers no fresh tokens; the first call after promotion
- * makes a reservation of its own above it.
+ * makes a reservation of its own above it.  A record that fencing did not
+ * write stops recovery with an error.
  */
 static void
 fencing_rmgr_redo(XLogReaderState *record)
 {
-	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
-	xl_fencing_reserve *xlrec;
 	FencingTokenState *state = fencing_token_state;
+	const char *problem;
+	uint64		limit = 0;
 
-	if (info != XLOG_FENCING_RESERVE)
-		elog(PANIC, "fencing_rmgr_redo: unknown op code %u", info);
-
-	xlrec = (xl_fencing_reserve *) XLogRecGetData(record);
+	problem = check_record(record, &limit);
+	if (problem != NULL)
+		report_invalid_record(record, problem);
 
 	LWLockAcquire(state->lock, LW_EXCLUSIVE);
-	fencing_raise_atomic(&state->counter, xlrec->limit);
-	fencing_raise_atomic(&state->limit, xlrec->limit);
-	if (state->pending_limit < xlrec->limit)
-		state->pending_limit = xlrec->limit;
+	fencing_raise_atomic(&state->counter, limit);
+	fencing_raise_atomic(&state->limit, limit);
+	if (state->pending_limit < limit)
+		state->pending_limit = limit;
 	state->pending_lsn = InvalidXLogRecPtr;
-	if (state->file_limit < xlrec->limit)
+	if (state->file_limit < limit)
 	{
-		write_state_file(xlrec->limit);
-		state->file_limit = xlrec->limit;
+		write_state_file(limit);
+		state->file_limit = limit;
 	}
 	LWLockRelease(state->lock);
 }
 
-/* Describe a record, for pg_waldump-style messages and redo errors. */
+/* Describe a record, for redo error context and pg_walinspect. */
 static void
 fencing_rmgr_desc(StringInfo buf, XLogReaderState *record)
 {
-	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	uint64		limit = 0;
+	const char *problem = check_record(record, &limit);
 
-	if (info == XLOG_FENCING_RESERVE)
-	{
-		xl_fencing_reserve *xlrec = (xl_fencing_reserve *) XLogRecGetData(record);
-
-		appendStringInfo(buf, "limit " UINT64_FORMAT, xlrec->limit);
-	}
+	if (problem == NULL)
+		appendStringInfo(buf, "limit " UINT64_FORMAT, limit);
+	else
+		appendStringInfo(buf, "invalid record: %s", problem);
 }
 
 /* Name a record type. */

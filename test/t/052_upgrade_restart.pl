@@ -119,8 +119,8 @@ note 'pg_ctl start of the standby ' . ($started ? 'returned' : 'failed');
 ok( $standby->wait_for_log(qr/resource manager with ID \d+ not registered/, $log_offset),
 	'the standby log says a resource manager is missing');
 my $log = slurp_file($standby->logfile, $log_offset);
-like($log, qr/resource manager with ID 128 not registered/,
-	"the standby log names the resource manager's ID (128, fencing's)");
+like($log, qr/resource manager with ID 199 not registered/,
+	"the standby log names the resource manager's ID (199, fencing's)");
 like($log, qr/HINT:  Include the extension module that implements this resource manager in shared_preload_libraries\./,
 	'the standby log hints to load the module in shared_preload_libraries');
 
