@@ -7,16 +7,19 @@
  * The counter in shared memory hands out tokens up to a limit.  Raising the
  * limit (a reservation) is the only durable step and the only slow one:
  *
- *	1. write a WAL record of our own resource manager carrying the new limit;
- *	2. XLogFlush it, then wait for synchronous standbys as a commit would;
- *	3. write the limit to $PGDATA/fencing.state and fsync it;
+ *	1. write the new limit to $PGDATA/fencing.state and fsync it;
+ *	2. write a WAL record of our own resource manager carrying the limit;
+ *	3. XLogFlush it, then wait for synchronous standbys as a commit would;
  *	4. publish the limit in shared memory.
  *
- * Step 3 exists because there is no checkpoint hook: once a checkpoint has
- * passed the record, crash recovery would not replay it, so the file carries
- * the limit across.  Redo of the record raises the limit on a standby and
- * writes the standby's own state file, so a promoted standby continues above
- * every reservation it received (T3).
+ * The state file exists because there is no checkpoint hook: once a
+ * checkpoint has passed the record, crash recovery would not replay it, so
+ * the file carries the limit across.  It is written before the record, so
+ * that a checkpoint (and the base backup that starts with one) whose redo
+ * point lies beyond the record always finds the file at the new limit; a
+ * file ahead of WAL only skips values.  Redo of the record raises the limit
+ * on a standby and writes the standby's own state file, so a promoted
+ * standby continues above every reservation it received (T3).
  *
  * A reservation starts at max(counter, microseconds since 2000-01-01).  That
  * clock floor is what carries T4: a cluster that lost the state (a new
@@ -157,6 +160,33 @@ fencing_clock_floor(void)
 }
 
 /*
+ * Write a reservation, under the tokens lock: the state file first, then
+ * the WAL record.  Returns the record's LSN and leaves it as the pending
+ * reservation for backends arriving meanwhile.
+ */
+static XLogRecPtr
+write_reservation(FencingTokenState *state, uint64 target)
+{
+	xl_fencing_reserve xlrec;
+	XLogRecPtr	lsn;
+
+	if (state->file_limit < target)
+	{
+		write_state_file(target);
+		state->file_limit = target;
+	}
+
+	xlrec.limit = target;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
+	lsn = XLogInsert(FENCING_RMGR_ID, XLOG_FENCING_RESERVE);
+
+	state->pending_limit = target;
+	state->pending_lsn = lsn;
+	return lsn;
+}
+
+/*
  * Make every token up to at least "needed" safe to hand out, and return once
  * the shared limit covers it.  Called when the fast path found its token
  * above the limit, and by advance_token.
@@ -181,7 +211,7 @@ fencing_reserve_tokens(uint64 needed)
 
 		INSTR_TIME_SET_CURRENT(start);
 
-		/* Step 1: find or write the record that covers "needed". */
+		/* Find or write the reservation that covers "needed". */
 		LWLockAcquire(state->lock, LW_EXCLUSIVE);
 		if (state->pending_limit >= needed &&
 			!XLogRecPtrIsInvalid(state->pending_lsn))
@@ -191,7 +221,6 @@ fencing_reserve_tokens(uint64 needed)
 		}
 		else
 		{
-			xl_fencing_reserve xlrec;
 			uint64		base;
 
 			base = Max(pg_atomic_read_u64(&state->counter),
@@ -210,34 +239,14 @@ fencing_reserve_tokens(uint64 needed)
 			 * simply never used.
 			 */
 			fencing_raise_atomic(&state->counter, base);
-
-			xlrec.limit = target;
-			XLogBeginInsert();
-			XLogRegisterData((char *) &xlrec, sizeof(xlrec));
-			lsn = XLogInsert(FENCING_RMGR_ID, XLOG_FENCING_RESERVE);
-
-			state->pending_limit = target;
-			state->pending_lsn = lsn;
+			lsn = write_reservation(state, target);
 		}
 		LWLockRelease(state->lock);
 
-		/* Step 2: durable locally, then confirmed by synchronous standbys. */
+		/* Durable locally, confirmed by synchronous standbys: publish. */
 		XLogFlush(lsn);
 		wait_for_sync_standbys(lsn);
-
-		/* Steps 3 and 4: the state file, then the shared limit. */
-		LWLockAcquire(state->lock, LW_EXCLUSIVE);
-		if (state->file_limit < target)
-		{
-			write_state_file(target);
-			state->file_limit = target;
-		}
-		if (pg_atomic_read_u64(&state->limit) < target)
-		{
-			pg_write_barrier();
-			pg_atomic_write_u64(&state->limit, target);
-		}
-		LWLockRelease(state->lock);
+		fencing_raise_atomic(&state->limit, target);
 
 		INSTR_TIME_SET_CURRENT(duration);
 		INSTR_TIME_SUBTRACT(duration, start);

@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 014_tokens_sync_standby.pl -- T2 with synchronous replication:
+# 014_tokens_sync_standby.pl -- T2 and T3 with synchronous replication:
 #  - while synchronous_standby_names names a standby that has not confirmed
 #    a reservation, no token is handed out, even in the moment after the
 #    setting changed when the server's own wait does not wait yet (the
@@ -9,7 +9,12 @@
 #  - while the synchronous standby is down, a reservation waits (wait event
 #    SyncRep) instead of handing out an unconfirmed token; cancelling the
 #    wait raises an error and returns no token; once the standby is back,
-#    calls succeed.
+#    calls succeed;
+#  - a standby rebuilt with pg_basebackup while a reservation waits for it
+#    (its record already in WAL, before the backup's checkpoint) releases
+#    the waiter, and once promoted continues above every token the primary
+#    handed out from that reservation, although the counter is far ahead of
+#    the clock (the clock floor cannot help).
 
 use strict;
 use warnings;
@@ -18,6 +23,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
@@ -172,6 +180,49 @@ my $adv = $primary->safe_psql('postgres', "SELECT fencing.advance_token($far)");
 cmp_ok($adv, '>=', $far, 'advance_token reaches its target once confirmed');
 
 $_->{session}->quit for ($a, $b1, $b2);
+
+# (d) A base backup taken while a reservation waits for the synchronous
+# standby: the backup's checkpoint comes after the reservation's record, so
+# the backup can only learn the new limit from the state file.  The counter
+# is first moved far ahead of the clock, so that the clock floor and the
+# fresh start of a promoted node cannot cover for a stale state file.
+$primary->safe_psql('postgres',
+	"ALTER SYSTEM SET synchronous_standby_names = 'standby, rebuilt'");
+$primary->reload;
+$primary->safe_psql('postgres',
+	'SELECT fencing.advance_token(clock_floor + 1000000000000) FROM fencing.status()');
 $standby->stop;
-$primary->stop;
+$primary->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_stat_replication WHERE application_name = 'standby'")
+  or die 'the standby did not disconnect';
+my $limit_before = $primary->safe_psql('postgres', 'SELECT reserved_limit FROM fencing.status()');
+my $d = start_waiting_call('reservation during a base backup',
+	'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
+$primary->backup('during_reservation');
+
+my $rebuilt = PostgreSQL::Test::Cluster->new('rebuilt');
+$rebuilt->init_from_backup($primary, 'during_reservation', has_streaming => 1);
+# once promoted it has no synchronous standby of its own
+$rebuilt->append_conf('postgresql.auto.conf', "synchronous_standby_names = ''\n");
+$rebuilt->start;
+my ($released) = $d->{session}->query("SELECT 'released'");
+like($released, qr/^\d+\nreleased$/,
+	'the rebuilt standby confirmed the waiting reservation, which returned');
+my $primary_last = $primary->safe_psql('postgres',
+	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 1000)) s');
+cmp_ok($primary_last, '>', $limit_before,
+	'the primary handed out tokens from the reservation the backup waited on');
+$primary->wait_for_catchup($rebuilt, 'replay', $primary->lsn('insert'));
+cmp_ok(FencingTest::state_file_limit($rebuilt) // 0, '>=', $primary_last,
+	"the rebuilt standby's fencing.state covers the reservation it released");
+$d->{session}->quit;
+$primary->stop('immediate');
+
+$rebuilt->promote;
+$rebuilt->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'the rebuilt standby did not finish promotion';
+my $rebuilt_first = $rebuilt->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($rebuilt_first, '>', $primary_last,
+	"promoted rebuilt standby: the first token is above every token the primary handed out");
+$rebuilt->stop;
 done_testing();
