@@ -195,7 +195,8 @@ write_reservation(FencingTokenState *state, uint64 target)
  * writes it and leaves its limit and LSN in shared memory; the rest find it
  * there and only wait for the same flush and confirmation.  No lock is held
  * while flushing or waiting for standbys, so a cancelled waiter leaves
- * nothing behind and the next caller simply waits again.
+ * nothing behind and the next caller simply waits again.  fencing.stats
+ * counts a reservation for the backend that wrote its record, once.
  */
 void
 fencing_reserve_tokens(uint64 needed)
@@ -206,6 +207,7 @@ fencing_reserve_tokens(uint64 needed)
 	{
 		uint64		target;
 		XLogRecPtr	lsn;
+		bool		wrote = false;
 		instr_time	start,
 					duration;
 
@@ -240,6 +242,7 @@ fencing_reserve_tokens(uint64 needed)
 			 */
 			fencing_raise_atomic(&state->counter, base);
 			lsn = write_reservation(state, target);
+			wrote = true;
 		}
 		LWLockRelease(state->lock);
 
@@ -248,11 +251,14 @@ fencing_reserve_tokens(uint64 needed)
 		wait_for_sync_standbys(lsn);
 		fencing_raise_atomic(&state->limit, target);
 
-		INSTR_TIME_SET_CURRENT(duration);
-		INSTR_TIME_SUBTRACT(duration, start);
-		fencing_stat_add(FENCING_STAT_RESERVATIONS, 1);
-		fencing_stat_add(FENCING_STAT_RESERVATION_USEC,
-						 (uint64) INSTR_TIME_GET_MICROSEC(duration));
+		if (wrote)
+		{
+			INSTR_TIME_SET_CURRENT(duration);
+			INSTR_TIME_SUBTRACT(duration, start);
+			fencing_stat_add(FENCING_STAT_RESERVATIONS, 1);
+			fencing_stat_add(FENCING_STAT_RESERVATION_USEC,
+							 (uint64) INSTR_TIME_GET_MICROSEC(duration));
+		}
 	}
 }
 

@@ -6,7 +6,8 @@
 # once, while the counter is pushed to the end of its block again and again
 # so that they cross reservation boundaries together.  Every token is
 # unique, each client's tokens strictly increase, and the clients really
-# interleaved.
+# interleaved.  fencing.stats counts one reservation per WAL record written
+# (pg_waldump counts the records), not one per waiting backend.
 
 use strict;
 use warnings;
@@ -76,6 +77,7 @@ $node->poll_query_until('postgres',
 	 WHERE locktype = 'advisory' AND objid = $barrier_key AND NOT granted")
   or die "the clients did not reach the gate";
 my $reservations_before = $node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats');
+my $lsn_before = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
 $gate{$_}->query_safe("SELECT pg_advisory_unlock($barrier_key)") for keys %gate;
 
 # While the clients draw, keep moving the counter to just below the end of
@@ -147,10 +149,17 @@ for my $a (0 .. $#ranges)
 }
 cmp_ok($overlapping, '>', 0, "clients interleaved ($overlapping overlapping pairs)");
 
-cmp_ok(
-	$node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats')
-	  - $reservations_before,
-	'>=', 5, 'the clients crossed several reservation boundaries');
+# fencing.stats counts reservation records: as many as pg_waldump finds
+# of the extension's resource manager (id 199) in the WAL of the run.
+my $reservations = $node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats')
+  - $reservations_before;
+my $lsn_after = $node->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()');
+my ($waldump, $waldump_err) = run_command(
+	[ 'pg_waldump', '-p', $node->data_dir . '/pg_wal', '-s', $lsn_before, '-e', $lsn_after ]);
+my $records = () = $waldump =~ /^rmgr: custom199 /mg;
+cmp_ok($records, '>=', 5, "the clients crossed several reservation boundaries ($records records)");
+is($reservations, $records,
+	'fencing.stats.reservations counts one per reservation record in WAL');
 
 my $latest = $node->safe_psql('postgres', 'SELECT fencing.latest_token()');
 cmp_ok($latest, '>=', $max, 'latest_token covers every token handed out');
