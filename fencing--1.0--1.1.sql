@@ -45,3 +45,27 @@ COMMENT ON VIEW fencing.locks IS
 'every fencing lock held or awaited in the cluster';
 
 GRANT SELECT ON fencing.locks TO PUBLIC;
+
+------------------------------------------------------------------------
+-- Fence tokens: fencing.status() reports a state file that redo on a
+-- standby could not write (src/stats.c, src/token_wal.c).  Its OUT columns
+-- change, so it is dropped and created again.
+------------------------------------------------------------------------
+
+DROP FUNCTION fencing.status();
+
+CREATE FUNCTION fencing.status(
+	OUT latest_token bigint,
+	OUT reserved_limit bigint,
+	OUT clock_floor bigint,
+	OUT tracked_locks integer,
+	OUT lock_capacity integer,
+	OUT untracked_locks bigint,
+	OUT state_file text,
+	OUT state_file_behind boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'fencing_status'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION fencing.status() IS
+'one-row summary: latest token, durable reservation limit, clock floor, state file, lock tracking capacity';

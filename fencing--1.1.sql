@@ -154,13 +154,14 @@ CREATE FUNCTION fencing.status(
 	OUT tracked_locks integer,
 	OUT lock_capacity integer,
 	OUT untracked_locks bigint,
-	OUT state_file text)
+	OUT state_file text,
+	OUT state_file_behind boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION fencing.status() IS
-'one-row summary: latest token, durable reservation limit, clock floor, lock tracking capacity';
+'one-row summary: latest token, durable reservation limit, clock floor, state file, lock tracking capacity';
 
 ------------------------------------------------------------------------
 -- Fences at the resource (src/fence_trigger.c, src/check_fence.c)

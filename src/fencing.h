@@ -57,12 +57,21 @@ extern int64 fencing_read_latest_token(void);
 extern int64 fencing_read_reserved_limit(void);
 
 /* token_wal.c */
+struct FencingTokenState;
+
+/* What fencing.status() shows about reservations. */
+typedef struct FencingTokenWalStatus
+{
+	int64		clock_floor;
+	bool		state_file_behind;
+} FencingTokenWalStatus;
+
 extern void fencing_token_wal_init(void);
 extern void fencing_reserve_tokens(uint64 needed);
-extern uint64 fencing_state_file_load(void);
+extern void fencing_state_file_load(struct FencingTokenState *state);
 extern int64 fencing_clock_floor(void);
 extern const char *fencing_state_file_path(void);
-extern void fencing_tokens_raise_limit_from_redo(uint64 limit);
+extern void fencing_token_wal_status(FencingTokenWalStatus *status);
 
 /* normalize.c */
 extern int	fencing_canonical_name(Datum name, char *buf);

@@ -206,26 +206,31 @@ fencing_stats_reset(PG_FUNCTION_ARGS)
 
 /*
  * SQL: fencing.status(), a one-row summary for a DBA: where the counter is,
- * how far the durable reservation reaches, what the clock floor is now, and
- * how full the lock tracking table is.
+ * how far the durable reservation reaches, what the clock floor is now,
+ * whether redo could not write the state file, and how full the lock
+ * tracking table is.
  */
 Datum
 fencing_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[7];
-	bool		nulls[7] = {0};
+	Datum		values[8];
+	bool		nulls[8] = {0};
+	FencingTokenWalStatus wal;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
+	fencing_token_wal_status(&wal);
+
 	values[0] = Int64GetDatum(fencing_read_latest_token());
 	values[1] = Int64GetDatum(fencing_read_reserved_limit());
-	values[2] = Int64GetDatum(fencing_clock_floor());
+	values[2] = Int64GetDatum(wal.clock_floor);
 	values[3] = Int32GetDatum(fencing_lock_registry_count());
 	values[4] = Int32GetDatum(fencing_lock_registry_capacity());
 	values[5] = Int64GetDatum(fencing_lock_registry_untracked());
 	values[6] = CStringGetTextDatum(fencing_state_file_path());
+	values[7] = BoolGetDatum(wal.state_file_behind);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -39,7 +39,8 @@
  * pending_limit/pending_lsn describe the newest reservation record written
  * (perhaps not yet flushed or confirmed), so that backends arriving at the
  * boundary together share one WAL record and one flush; file_limit is what
- * the state file holds.
+ * the state file holds, and file_behind is set while redo could not write
+ * it.
  */
 typedef struct FencingTokenState
 {
@@ -49,6 +50,7 @@ typedef struct FencingTokenState
 	uint64		pending_limit;
 	XLogRecPtr	pending_lsn;
 	uint64		file_limit;
+	bool		file_behind;
 } FencingTokenState;
 
 extern FencingTokenState *fencing_token_state;

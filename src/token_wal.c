@@ -80,6 +80,7 @@
 #define FENCING_STATE_FILE		"fencing.state"
 #define FENCING_STATE_TMP		"fencing.state.tmp"
 #define FENCING_STATE_MAGIC		0x464E4331	/* "FNC1" */
+#define FENCING_STATE_VERSION	1
 
 /* The WAL record: the new limit, nothing else. */
 typedef struct xl_fencing_reserve
@@ -102,7 +103,8 @@ static bool replay_1_0_wal = true;
 static void fencing_rmgr_redo(XLogReaderState *record);
 static void fencing_rmgr_desc(StringInfo buf, XLogReaderState *record);
 static const char *fencing_rmgr_identify(uint8 info);
-static void write_state_file(uint64 limit);
+static bool write_state_file(uint64 limit, int elevel);
+static void report_damaged_state_file(const char *detail) pg_attribute_noreturn();
 static void wait_for_sync_standbys(XLogRecPtr lsn);
 
 static RmgrData fencing_rmgr = {
@@ -172,7 +174,7 @@ write_reservation(FencingTokenState *state, uint64 target)
 
 	if (state->file_limit < target)
 	{
-		write_state_file(target);
+		(void) write_state_file(target, ERROR);
 		state->file_limit = target;
 	}
 
@@ -320,19 +322,21 @@ wait_for_sync_standbys(XLogRecPtr lsn)
 
 /*
  * Write the limit to the state file: a temporary file, fsync, and
- * durable_rename, so that a crash leaves either the old limit or the new
- * one, never a torn file.  Called under the tokens LWLock, or by the
- * startup process during redo.
+ * durable_rename, so that a crash leaves either the old content or the new
+ * one, never a torn file.  Reports a failure at elevel and, when that
+ * returns, returns false.  Called under the tokens lock, or by the startup
+ * process during redo.
  */
-static void
-write_state_file(uint64 limit)
+static bool
+write_state_file(uint64 limit, int elevel)
 {
 	FencingStateFile content;
 	int			fd;
+	int			save_errno;
 
 	memset(&content, 0, sizeof(content));
 	content.magic = FENCING_STATE_MAGIC;
-	content.version = 1;
+	content.version = FENCING_STATE_VERSION;
 	content.limit = limit;
 	INIT_CRC32C(content.crc);
 	COMP_CRC32C(content.crc, &content, offsetof(FencingStateFile, crc));
@@ -340,79 +344,120 @@ write_state_file(uint64 limit)
 
 	fd = OpenTransientFile(FENCING_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0)
-		ereport(ERROR,
+	{
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", FENCING_STATE_TMP)));
+		return false;
+	}
 	errno = 0;
 	if (write(fd, &content, sizeof(content)) != sizeof(content))
 	{
-		int			save_errno = errno;
-
+		save_errno = errno ? errno : ENOSPC;
 		CloseTransientFile(fd);
-		errno = save_errno ? save_errno : ENOSPC;
-		ereport(ERROR,
+		errno = save_errno;
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not write file \"%s\": %m", FENCING_STATE_TMP)));
+		return false;
 	}
 	if (pg_fsync(fd) != 0)
-		ereport(data_sync_elevel(ERROR),
+	{
+		save_errno = errno;
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(data_sync_elevel(elevel),
 				(errcode_for_file_access(),
 				 errmsg("could not fsync file \"%s\": %m", FENCING_STATE_TMP)));
+		return false;
+	}
 	if (CloseTransientFile(fd) != 0)
-		ereport(ERROR,
+	{
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not close file \"%s\": %m", FENCING_STATE_TMP)));
-
-	(void) durable_rename(FENCING_STATE_TMP, FENCING_STATE_FILE, ERROR);
+		return false;
+	}
+	return durable_rename(FENCING_STATE_TMP, FENCING_STATE_FILE, elevel) == 0;
 }
 
 /*
- * Read the durable limit at postmaster start (and after a crash restart).
- * A missing file means a new cluster, or one that never issued a token: 0,
- * and the clock floor takes over.  A damaged file is reported and treated
- * the same way rather than keeping the server down; WAL redo and the clock
- * floor still apply.
+ * A damaged state file stops the server: the limit it should hold is what
+ * keeps tokens from repeating after a crash, and starting without it would
+ * quietly rest T2 on the clock alone.
  */
-uint64
-fencing_state_file_load(void)
+static void
+report_damaged_state_file(const char *detail)
+{
+	ereport(FATAL,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("fencing state file \"%s\" is damaged", FENCING_STATE_FILE),
+			 errdetail("%s", detail),
+			 errhint("Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does, above its clock.")));
+}
+
+/*
+ * Read the state file into the shared state at postmaster start (and after
+ * a crash restart), before redo can raise it further.  A missing file means
+ * a new cluster, or one that never issued a token: the clock floor takes
+ * over, and that is logged.  A file that cannot be read, or that is
+ * damaged, stops the server.
+ */
+void
+fencing_state_file_load(FencingTokenState *state)
 {
 	FencingStateFile content;
+	char		buf[sizeof(FencingStateFile) + 1];
 	pg_crc32c	crc;
 	int			fd;
 	int			nread;
+	int			save_errno;
+
+	state->file_limit = 0;
 
 	fd = OpenTransientFile(FENCING_STATE_FILE, O_RDONLY | PG_BINARY);
 	if (fd < 0)
 	{
 		if (errno != ENOENT)
-			ereport(LOG,
+			ereport(FATAL,
 					(errcode_for_file_access(),
-					 errmsg("could not open file \"%s\": %m", FENCING_STATE_FILE)));
-		return 0;
+					 errmsg("could not open fencing state file \"%s\": %m", FENCING_STATE_FILE),
+					 errhint("Make the file readable by the server, or restore it from a backup of this server.")));
+		ereport(LOG,
+				(errmsg("fencing state file \"%s\" not found: fence tokens start above the clock", FENCING_STATE_FILE),
+				 errdetail("A new cluster has no state file.")));
+		return;
 	}
-	nread = read(fd, &content, sizeof(content));
+	nread = read(fd, buf, sizeof(buf));
+	save_errno = errno;
 	CloseTransientFile(fd);
-
-	if (nread != sizeof(content) || content.magic != FENCING_STATE_MAGIC)
+	if (nread < 0)
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("fencing state file \"%s\" is invalid and was ignored", FENCING_STATE_FILE),
-				 errdetail("Tokens continue from WAL replay and the clock floor.")));
-		return 0;
+		errno = save_errno;
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not read fencing state file \"%s\": %m", FENCING_STATE_FILE),
+				 errhint("Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does, above its clock.")));
 	}
+	if (nread != sizeof(FencingStateFile))
+		report_damaged_state_file(psprintf("The file has %d bytes; a valid one has %d.",
+										   nread, (int) sizeof(FencingStateFile)));
+	memcpy(&content, buf, sizeof(content));
+	if (content.magic != FENCING_STATE_MAGIC)
+		report_damaged_state_file(psprintf("Its magic number is 0x%08X instead of 0x%08X.",
+										   content.magic, FENCING_STATE_MAGIC));
+	if (content.version != FENCING_STATE_VERSION)
+		report_damaged_state_file(psprintf("Its format version is %u; this server reads version %d.",
+										   content.version, FENCING_STATE_VERSION));
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, &content, offsetof(FencingStateFile, crc));
 	FIN_CRC32C(crc);
 	if (!EQ_CRC32C(crc, content.crc))
-	{
-		ereport(WARNING,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("fencing state file \"%s\" has a bad checksum and was ignored", FENCING_STATE_FILE),
-				 errdetail("Tokens continue from WAL replay and the clock floor.")));
-		return 0;
-	}
-	return content.limit;
+		report_damaged_state_file(pstrdup("Its checksum does not match its content."));
+	if (content.limit > (uint64) PG_INT64_MAX)
+		report_damaged_state_file(psprintf("Its limit " UINT64_FORMAT " is above the largest bigint.",
+										   content.limit));
+	state->file_limit = content.limit;
 }
 
 /*
@@ -465,6 +510,10 @@ check_record(XLogReaderState *record, uint64 *limit)
  * published here covers no fresh tokens; the first call after promotion
  * makes a reservation of its own above it.  A record that fencing did not
  * write stops recovery with an error.
+ *
+ * A failure to write the state file (ENOSPC, EACCES) must not stop the
+ * standby: it is a WARNING, remembered as file_behind and retried at the
+ * next record; the limit in memory rises all the same.
  */
 static void
 fencing_rmgr_redo(XLogReaderState *record)
@@ -483,10 +532,20 @@ fencing_rmgr_redo(XLogReaderState *record)
 	if (state->pending_limit < limit)
 		state->pending_limit = limit;
 	state->pending_lsn = InvalidXLogRecPtr;
-	if (state->file_limit < limit)
+	if (state->file_limit < limit || state->file_behind)
 	{
-		write_state_file(limit);
-		state->file_limit = limit;
+		uint64		file_limit = Max(state->file_limit, limit);
+
+		if (write_state_file(file_limit, WARNING))
+		{
+			if (state->file_behind)
+				ereport(LOG,
+						(errmsg("fencing state file \"%s\" is up to date again", FENCING_STATE_FILE)));
+			state->file_limit = file_limit;
+			state->file_behind = false;
+		}
+		else
+			state->file_behind = true;
 	}
 	LWLockRelease(state->lock);
 }
@@ -511,4 +570,19 @@ fencing_rmgr_identify(uint8 info)
 	if ((info & ~XLR_INFO_MASK) == XLOG_FENCING_RESERVE)
 		return "RESERVE";
 	return NULL;
+}
+
+/*
+ * What fencing.status() shows about the reservation side: the clock floor,
+ * and whether redo could not write the state file.
+ */
+void
+fencing_token_wal_status(FencingTokenWalStatus *status)
+{
+	FencingTokenState *state = fencing_token_state;
+
+	status->clock_floor = fencing_clock_floor();
+	LWLockAcquire(state->lock, LW_SHARED);
+	status->state_file_behind = state->file_behind;
+	LWLockRelease(state->lock);
 }

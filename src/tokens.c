@@ -71,7 +71,8 @@ tokens_shmem_request(void)
  * Create the state at postmaster start and after every crash restart.  The
  * counter resumes at the limit recorded in the state file: every token ever
  * returned is at or below it.  Redo of our WAL records (token_wal.c) may
- * raise it further before the first backend runs.
+ * raise it further before the first backend runs.  A damaged state file
+ * stops the server here (token_wal.c says why and how to repair it).
  */
 static void
 tokens_shmem_startup(void)
@@ -87,15 +88,15 @@ tokens_shmem_startup(void)
 										  &found);
 	if (!found)
 	{
-		uint64		durable = fencing_state_file_load();
+		FencingTokenState *state = fencing_token_state;
 
-		pg_atomic_init_u64(&fencing_token_state->counter, durable);
-		pg_atomic_init_u64(&fencing_token_state->limit, durable);
-		fencing_token_state->lock =
-			&(GetNamedLWLockTranche("fencing_tokens"))->lock;
-		fencing_token_state->pending_limit = durable;
-		fencing_token_state->pending_lsn = InvalidXLogRecPtr;
-		fencing_token_state->file_limit = durable;
+		memset(state, 0, sizeof(FencingTokenState));
+		fencing_state_file_load(state);
+		pg_atomic_init_u64(&state->counter, state->file_limit);
+		pg_atomic_init_u64(&state->limit, state->file_limit);
+		state->lock = &(GetNamedLWLockTranche("fencing_tokens"))->lock;
+		state->pending_limit = state->file_limit;
+		state->pending_lsn = InvalidXLogRecPtr;
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -196,6 +196,9 @@ my $clock_sql = "SELECT (extract(epoch FROM clock_timestamp() - "
 	my $first = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
 	cmp_ok($first, '>', $all_max, 'state lost: the first token is above every earlier token');
 	cmp_ok($first, '>', $clock, "state lost: the first token is above the server's clock");
+	like(slurp_file($node->logfile),
+		qr/LOG:  fencing state file "fencing.state" not found/,
+		'state lost: the log says the state file was not found');
 	ok(-f $state_file, 'the reservation wrote fencing.state again');
 	$seen{$first}++;
 	$all_max = $first;
@@ -264,6 +267,52 @@ is($duplicates, 0, 'no token was received twice in any round');
 my $status = $node->safe_psql('postgres',
 	'SELECT reserved_limit >= latest_token FROM fencing.status()');
 is($status, 't', 'status(): the durable limit covers the latest token');
+
+# A damaged state file stops the server at startup, saying what is wrong
+# and how to repair it; the file restored, the server starts and tokens
+# continue above every token received.
+$node->stop;
+my $state_path = $node->data_dir . '/fencing.state';
+my $good;
+{
+	open(my $fh, '<:raw', $state_path) or die "could not read $state_path: $!";
+	local $/;
+	$good = <$fh>;
+	close($fh);
+}
+my @damage = (
+	[ 'a flipped bit in the limit', sub { my $d = $_[0]; substr($d, 9, 1) ^= "\x01"; $d },
+		qr/Its checksum does not match its content\./ ],
+	[ 'a truncated file', sub { substr($_[0], 0, 10) },
+		qr/The file has 10 bytes; a valid one has 24\./ ],
+	[ 'a wrong magic number', sub { my $d = $_[0]; substr($d, 0, 4) = 'XXXX'; $d },
+		qr/Its magic number is 0x58585858 instead of 0x464E4331\./ ],
+	[ 'an unknown format version', sub { my $d = $_[0]; substr($d, 4, 4) = pack('L', 7); $d },
+		qr/Its format version is 7; this server reads version 1\./ ]);
+for my $case (@damage)
+{
+	my ($label, $damage, $detail) = @$case;
+	open(my $fh, '>:raw', $state_path) or die "could not write $state_path: $!";
+	print $fh $damage->($good);
+	close($fh);
+	my $log_offset = -s $node->logfile;
+	ok(!$node->start(fail_ok => 1), "$label: the server refuses to start");
+	my $log = slurp_file($node->logfile, $log_offset);
+	like($log, qr/FATAL:  fencing state file "fencing.state" is damaged/,
+		"$label: the log says the state file is damaged");
+	like($log, qr/DETAIL:  $detail/, "$label: the detail says what is wrong");
+	like($log, qr/HINT:  Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does/,
+		"$label: the hint says how to repair it");
+	$node->_update_pid(0);
+}
+{
+	open(my $fh, '>:raw', $state_path) or die "could not write $state_path: $!";
+	print $fh $good;
+	close($fh);
+}
+$node->start;
+my $repaired = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($repaired, '>', $all_max, 'the state file restored: tokens continue above every token received');
 
 $node->stop;
 done_testing();

@@ -3,9 +3,11 @@
 #
 # 013_tokens_standby.pl -- T6 and T3 with a streaming standby: token and
 # lock functions raise a clear error on the hot standby (SQLSTATE 25006),
-# latest_token works there, redo writes the standby's fencing.state, and
-# after the primary stops immediately and the standby is promoted, tokens
-# continue above the old primary's last.
+# latest_token works there, redo writes the standby's fencing.state, a
+# state file the standby cannot write does not stop replay (a WARNING, and
+# the file catches up at the next record), and after the primary stops
+# immediately and the standby is promoted, tokens continue above the old
+# primary's last.
 
 use strict;
 use warnings;
@@ -56,19 +58,44 @@ like($standby_latest, qr/^\d+$/, 'latest_token works on the standby');
 cmp_ok($standby_latest, '>=', $primary_latest,
 	"the standby's latest_token covers the primary's tokens");
 
-# A reservation made after the backup reaches the standby by redo, which
-# writes the standby's own state file.
+# The standby cannot write its state file (a directory stands in its place):
+# replay goes on with a WARNING, the limit in memory still rises.
+my $state_path = $standby->data_dir . '/fencing.state';
+my $log_offset = -s $standby->logfile;
+unlink($state_path) or die "could not remove $state_path: $!";
+mkdir($state_path) or die "could not create directory $state_path: $!";
+
+# A reservation made after the backup, and tokens drawn from it.
 my $far = $primary->safe_psql('postgres',
 	'SELECT fencing.advance_token(fencing.latest_token() + 100000000)');
 my $batch = $primary->safe_psql('postgres',
 	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 5000)) s');
 $primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
-my $standby_file = state_file_limit($standby);
-ok(defined $standby_file, "the standby's data directory has a valid fencing.state");
-cmp_ok($standby_file // 0, '>', $batch,
-	"the standby's fencing.state covers the primary's tokens after replay");
+is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
+	't', 'state file not writable: the standby keeps replaying');
 cmp_ok($standby->safe_psql('postgres', 'SELECT fencing.latest_token()'),
-	'>=', $batch, "the standby's latest_token covers the replayed reservation");
+	'>=', $batch, "state file not writable: the standby's limit still rose");
+is($standby->safe_psql('postgres', 'SELECT state_file_behind FROM fencing.status()'),
+	't', 'fencing.status() on the standby says the state file is behind');
+like(slurp_file($standby->logfile, $log_offset),
+	qr/WARNING:  could not (open|rename) file "fencing.state/,
+	'the standby logged a WARNING about the state file');
+
+# Once the file can be written, the next record brings it up to date.
+rmdir($state_path) or die "could not remove directory $state_path: $!";
+$primary->safe_psql('postgres',
+	'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+my $standby_file = state_file_limit($standby);
+ok(defined $standby_file, "the standby's data directory has a valid fencing.state again");
+cmp_ok($standby_file // 0, '>=',
+	$primary->safe_psql('postgres', 'SELECT reserved_limit FROM fencing.status()'),
+	"the standby's fencing.state covers the primary's reservations after replay");
+is($standby->safe_psql('postgres', 'SELECT state_file_behind FROM fencing.status()'),
+	'f', 'fencing.status() on the standby: the state file is up to date');
+like(slurp_file($standby->logfile, $log_offset),
+	qr/LOG:  fencing state file "fencing.state" is up to date again/,
+	'the standby logged that the state file is up to date again');
 
 # More tokens on the primary, within the replicated reservation; then the
 # primary stops immediately and the standby is promoted.
