@@ -47,9 +47,10 @@ COMMENT ON VIEW fencing.locks IS
 GRANT SELECT ON fencing.locks TO PUBLIC;
 
 ------------------------------------------------------------------------
--- Fence tokens: fencing.status() reports a state file that redo on a
--- standby could not write (src/stats.c, src/token_wal.c).  Its OUT columns
--- change, so it is dropped and created again.
+-- Fence tokens: fencing.status() reports the lead over the clock, the
+-- clock tolerance, a pending fresh start and a state file behind redo
+-- (src/stats.c, src/token_wal.c).  Its OUT columns change, so it is
+-- dropped and created again.
 ------------------------------------------------------------------------
 
 DROP FUNCTION fencing.status();
@@ -62,10 +63,13 @@ CREATE FUNCTION fencing.status(
 	OUT lock_capacity integer,
 	OUT untracked_locks bigint,
 	OUT state_file text,
+	OUT tokens_ahead_of_clock bigint,
+	OUT clock_tolerance interval,
+	OUT fresh_start_pending boolean,
 	OUT state_file_behind boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION fencing.status() IS
-'one-row summary: latest token, durable reservation limit, clock floor, state file, lock tracking capacity';
+'one-row summary: latest token, durable reservation limit, clock floor and lead over it, clock tolerance, fresh start, state file, lock tracking capacity';

@@ -155,13 +155,16 @@ CREATE FUNCTION fencing.status(
 	OUT lock_capacity integer,
 	OUT untracked_locks bigint,
 	OUT state_file text,
+	OUT tokens_ahead_of_clock bigint,
+	OUT clock_tolerance interval,
+	OUT fresh_start_pending boolean,
 	OUT state_file_behind boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_status'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION fencing.status() IS
-'one-row summary: latest token, durable reservation limit, clock floor, state file, lock tracking capacity';
+'one-row summary: latest token, durable reservation limit, clock floor and lead over it, clock tolerance, fresh start, state file, lock tracking capacity';
 
 ------------------------------------------------------------------------
 -- Fences at the resource (src/fence_trigger.c, src/check_fence.c)

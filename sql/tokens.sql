@@ -95,13 +95,20 @@ SELECT has_function_privilege('regress_fencing_plain',
                               'fencing.latest_token()', 'EXECUTE') AS plain_may_read;
 DROP ROLE regress_fencing_plain;
 
--- fencing.status(): the durable limit covers the latest token, the clock
--- floor is this server's clock in microseconds since 2000
-SELECT latest_token > 0 AS positive,
-       reserved_limit >= latest_token AS limit_covers_latest,
+-- fencing.status(): the durable limit covers a token just returned; the
+-- clock floor is this server's clock in nanoseconds since 2000; advance_token
+-- far ahead above left tokens ahead of the clock by more than the lead
+-- bound (2 ms); the tolerance is test/regress.conf's
+SELECT fencing.next_token() AS status_token \gset
+SELECT latest_token >= :status_token AS latest_covers_returned,
+       reserved_limit >= :status_token AS limit_covers_returned,
        abs(clock_floor - (extract(epoch FROM clock_timestamp()
                                   - timestamptz '2000-01-01 00:00:00+00')
-                          * 1000000)::bigint) < 10000000 AS clock_floor_is_now,
+                          * 1000000000)::bigint) < 10000000000 AS clock_floor_is_now,
+       tokens_ahead_of_clock > 2000000 AS ahead_after_far_advance,
+       clock_tolerance,
+       fresh_start_pending,
+       state_file_behind,
        state_file
 FROM fencing.status();
 

@@ -63,6 +63,8 @@ struct FencingTokenState;
 typedef struct FencingTokenWalStatus
 {
 	int64		clock_floor;
+	int			clock_tolerance_ms;
+	bool		fresh_start_pending;
 	bool		state_file_behind;
 } FencingTokenWalStatus;
 

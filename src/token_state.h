@@ -18,8 +18,25 @@
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 
-/* Tokens covered by one reservation. */
+/*
+ * Tokens count nanoseconds: the clock floor is the number of microseconds
+ * since 2000-01-01 times this factor.  A bigint of nanoseconds lasts until
+ * about 2292, and every such token is far above every token fencing 1.0
+ * issued, which counted microseconds.
+ */
+#define FENCING_NS_PER_CLOCK_UNIT	INT64CONST(1000)
+
+/* Tokens covered by one reservation: one millisecond of clock. */
 #define FENCING_RESERVE_BLOCK		INT64CONST(1000000)
+
+/*
+ * The lead bound B: no reservation publishes a limit above the clock plus
+ * this (two milliseconds), so every token is at most B above its server's
+ * clock when it is issued.  Exceptions (a clock stepped back by more than
+ * fencing.clock_tolerance, advance_token far ahead) are logged and shown by
+ * fencing.status().
+ */
+#define FENCING_LEAD_BOUND			INT64CONST(2000000)
 
 /*
  * The largest at_least advance_token accepts: a reservation above it,
@@ -29,18 +46,25 @@
 
 /*
  * counter is the last value taken by pg_atomic_add_fetch_u64; limit is the
- * highest value covered by a reservation that is flushed to WAL, confirmed by
- * synchronous standbys and written to the state file.  A value t is handed
- * out only once t <= limit, so after any crash the server restarts above
- * every token it ever returned.  counter may run ahead of limit while the
- * backends holding those values wait for a reservation.
+ * highest value covered by a reservation that is in the state file, flushed
+ * to WAL and confirmed by synchronous standbys.  A value t is handed out
+ * only once t <= limit, so after any crash the server restarts above every
+ * token it ever returned.  counter may run ahead of limit while the backends
+ * holding those values wait for a reservation.
  *
- * The rest is touched only by reservations, under lock:
+ * The rest is touched only by reservations and redo, under lock:
  * pending_limit/pending_lsn describe the newest reservation record written
  * (perhaps not yet flushed or confirmed), so that backends arriving at the
- * boundary together share one WAL record and one flush; file_limit is what
- * the state file holds, and file_behind is set while redo could not write
- * it.
+ * boundary together share one WAL record and one flush; file_limit and
+ * file_timeline are what the state file holds (timeline 0: unknown).
+ *
+ * fresh_start is set when this server may not know every token issued
+ * before (no state file, a file from fencing 1.0, a data directory restored
+ * from a base backup); timeline_checked once the first reservation has
+ * compared the file's timeline with the current one.  file_behind is set
+ * when redo could not write the state file; ahead_logged while reservations
+ * run ahead of the clock by more than the lead bound, so that it is logged
+ * once per episode.  fresh_reason says why, for the log (token_wal.c).
  */
 typedef struct FencingTokenState
 {
@@ -50,7 +74,12 @@ typedef struct FencingTokenState
 	uint64		pending_limit;
 	XLogRecPtr	pending_lsn;
 	uint64		file_limit;
+	TimeLineID	file_timeline;
+	bool		fresh_start;
+	uint8		fresh_reason;
+	bool		timeline_checked;
 	bool		file_behind;
+	bool		ahead_logged;
 } FencingTokenState;
 
 extern FencingTokenState *fencing_token_state;

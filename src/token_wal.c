@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * token_wal.c
- *		Durable reservations of fence tokens: a custom WAL record, the
- *		synchronous-standby wait, an fsynced state file, and the clock floor.
+ *		Durable reservations of fence tokens: an fsynced state file, a
+ *		custom WAL record, the synchronous-standby wait, the clock floor and
+ *		the lead bound.
  *
  * The counter in shared memory hands out tokens up to a limit.  Raising the
  * limit (a reservation) is the only durable step and the only slow one:
@@ -18,17 +19,18 @@
  * that a checkpoint (and the base backup that starts with one) whose redo
  * point lies beyond the record always finds the file at the new limit; a
  * file ahead of WAL only skips values.  Redo of the record raises the limit
- * on a standby and writes the standby's own state file, so a promoted
- * standby continues above every reservation it received (T3).
+ * on a standby and writes the standby's own state file.
  *
- * A reservation starts at max(counter, microseconds since 2000-01-01).  That
- * clock floor is what carries T4: a cluster that lost the state (a new
- * cluster from pg_dump or pg_upgrade, point-in-time recovery, a standby that
- * missed the last reservation) starts above every token whose issue did not
- * outrun the old server's clock.  Tokens advance by one per call between
- * reservations, so the clock is read only here, never per token, and a rare
- * caller never pays a flush per call: a block covers FENCING_RESERVE_BLOCK
- * tokens however long they take to use.
+ * Tokens count nanoseconds of the clock: a reservation starts at
+ * max(counter, clock floor), covers FENCING_RESERVE_BLOCK tokens, and never
+ * publishes a limit above clock + FENCING_LEAD_BOUND.  When the counter is
+ * ahead of that (a clock that stepped back, a fresh start), the reservation
+ * waits for the clock, at most fencing.clock_tolerance + the bound.  So a
+ * token is at most the bound above its server's clock when issued, and a
+ * server that may not know every earlier token (no state file, a file from
+ * another timeline or from fencing 1.0, a restored base backup) makes a
+ * fresh start above its clock + bound + fencing.clock_tolerance: above every
+ * token of the old server whenever the clocks agree within the tolerance.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -40,6 +42,7 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xact.h"
@@ -47,6 +50,7 @@
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "access/xlogreader.h"
+#include "access/xlogrecovery.h"
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "portability/instr_time.h"
@@ -54,9 +58,11 @@
 #include "replication/walsender.h"
 #include "replication/walsender_private.h"
 #include "storage/fd.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "fencing.h"
 #include "token_state.h"
@@ -80,7 +86,8 @@
 #define FENCING_STATE_FILE		"fencing.state"
 #define FENCING_STATE_TMP		"fencing.state.tmp"
 #define FENCING_STATE_MAGIC		0x464E4331	/* "FNC1" */
-#define FENCING_STATE_VERSION	1
+#define FENCING_STATE_VERSION	2
+#define FENCING_BACKUP_LABEL	"backup_label"
 
 /* The WAL record: the new limit, nothing else. */
 typedef struct xl_fencing_reserve
@@ -88,22 +95,51 @@ typedef struct xl_fencing_reserve
 	uint64		limit;
 } xl_fencing_reserve;
 
-/* The state file: the limit, guarded by a magic number and a CRC. */
+/*
+ * The state file, version 2: the limit and the WAL timeline it belongs to
+ * (0: unknown, the next reservation makes a fresh start), guarded by a
+ * magic number and a CRC.  Version 1 (fencing 1.0) had no timeline and its
+ * CRC where the timeline is now; both are 24 bytes.
+ */
 typedef struct FencingStateFile
 {
 	uint32		magic;
 	uint32		version;
 	uint64		limit;
+	TimeLineID	timeline;
 	pg_crc32c	crc;
 } FencingStateFile;
 
+typedef struct FencingStateFileV1
+{
+	uint32		magic;
+	uint32		version;
+	uint64		limit;
+	pg_crc32c	crc;
+} FencingStateFileV1;
+
+StaticAssertDecl(sizeof(FencingStateFile) == sizeof(FencingStateFileV1),
+				 "state file versions 1 and 2 must have the same size");
+
+/* Why this server makes a fresh start (FencingTokenState.fresh_reason). */
+typedef enum FreshStartReason
+{
+	FRESH_NONE,
+	FRESH_NO_STATE_FILE,
+	FRESH_VERSION_1_FILE,
+	FRESH_UNKNOWN_TIMELINE,
+	FRESH_BACKUP_LABEL,
+	FRESH_OTHER_TIMELINE
+} FreshStartReason;
+
 /* Settings. */
+static int	clock_tolerance_ms = 1000;
 static bool replay_1_0_wal = true;
 
 static void fencing_rmgr_redo(XLogReaderState *record);
 static void fencing_rmgr_desc(StringInfo buf, XLogReaderState *record);
 static const char *fencing_rmgr_identify(uint8 info);
-static bool write_state_file(uint64 limit, int elevel);
+static bool write_state_file(uint64 limit, TimeLineID timeline, int elevel);
 static void report_damaged_state_file(const char *detail) pg_attribute_noreturn();
 static void wait_for_sync_standbys(XLogRecPtr lsn);
 
@@ -122,12 +158,22 @@ static RmgrData fencing_1_0_rmgr = {
 };
 
 /*
- * Define the setting and register the resource managers; must happen while
+ * Define the settings and register the resource managers; must happen while
  * the postmaster preloads the library, before recovery can meet a record.
  */
 void
 fencing_token_wal_init(void)
 {
+	DefineCustomIntVariable("fencing.clock_tolerance",
+							"How far a new or recovered cluster's clock may lag the old server's clock without reissuing its tokens.",
+							"A server that may not know every earlier token starts above its clock plus the lead bound plus this, and so waits about this long before its first token.",
+							&clock_tolerance_ms,
+							1000,
+							0,
+							3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("fencing.replay_1_0_wal",
 							 "Replays WAL records written by fencing 1.0 (resource manager id 128).",
 							 "Turn off only when another extension needs resource manager id 128 and no WAL written by fencing 1.0 remains to be replayed.",
@@ -150,32 +196,142 @@ fencing_state_file_path(void)
 }
 
 /*
- * Microseconds since 2000-01-01 by this server's clock, never negative.
- * Used only when a reservation is made.
+ * The clock floor: microseconds since 2000-01-01 by this server's clock,
+ * in token units (nanoseconds), never negative.  Read only by reservations
+ * and fencing.status(), never per token.
  */
 int64
 fencing_clock_floor(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	return now > 0 ? (int64) now : 0;
+	return now > 0 ? (int64) now * FENCING_NS_PER_CLOCK_UNIT : 0;
+}
+
+/* fencing.clock_tolerance in token units. */
+static uint64
+clock_tolerance(void)
+{
+	return (uint64) clock_tolerance_ms * UINT64CONST(1000000);
 }
 
 /*
- * Write a reservation, under the tokens lock: the state file first, then
- * the WAL record.  Returns the record's LSN and leaves it as the pending
- * reservation for backends arriving meanwhile.
+ * Log a fresh start and lift the counter above everything an earlier
+ * server may have issued within the lead bound and the clock tolerance.
+ * Called under the tokens lock by the first reservation.
+ */
+static void
+make_fresh_start(FencingTokenState *state, uint64 clock)
+{
+	uint64		floor = clock + FENCING_LEAD_BOUND + clock_tolerance();
+	const char *reason;
+
+	switch ((FreshStartReason) state->fresh_reason)
+	{
+		case FRESH_NO_STATE_FILE:
+			reason = "it had no state file when it started";
+			break;
+		case FRESH_VERSION_1_FILE:
+			reason = "its state file was written by fencing 1.0";
+			break;
+		case FRESH_BACKUP_LABEL:
+			reason = "its data directory was restored from a base backup";
+			break;
+		case FRESH_OTHER_TIMELINE:
+			reason = "its state file belongs to another WAL timeline";
+			break;
+		default:
+			reason = "the timeline of its state file is unknown";
+			break;
+	}
+	fencing_raise_atomic(&state->counter, floor);
+	state->fresh_start = false;
+	ereport(LOG,
+			(errmsg("fence tokens make a fresh start above " UINT64_FORMAT, floor),
+			 errdetail("This server may not know every token issued before (%s), so tokens continue above its clock plus the lead bound plus fencing.clock_tolerance (%d ms); the first token waits until the clock has caught up.",
+					   reason, clock_tolerance_ms)));
+}
+
+/*
+ * Decide the next reservation, under the tokens lock.  Returns 0 and sets
+ * *target, having lifted the counter to where the reservation starts; or
+ * returns how many nanoseconds the clock must advance before a reservation
+ * covering "needed" fits under clock + lead bound.
+ */
+static uint64
+plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
+{
+	uint64		clock = (uint64) fencing_clock_floor();
+	uint64		base;
+	uint64		cap = clock + FENCING_LEAD_BOUND;
+
+	if (!state->timeline_checked)
+	{
+		if (!state->fresh_start &&
+			state->file_timeline != GetWALInsertionTimeLine())
+		{
+			state->fresh_start = true;
+			state->fresh_reason = FRESH_OTHER_TIMELINE;
+		}
+		state->timeline_checked = true;
+	}
+	if (state->fresh_start)
+		make_fresh_start(state, clock);
+
+	base = Max(pg_atomic_read_u64(&state->counter), clock);
+	base = Max(base, needed);
+	if (base > (uint64) (PG_INT64_MAX - FENCING_RESERVE_BLOCK))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("fence tokens are exhausted"),
+				 errdetail("The next reservation would pass the largest bigint.")));
+
+	if (base + FENCING_RESERVE_BLOCK <= cap)
+		*target = base + FENCING_RESERVE_BLOCK;
+	else if (base < cap)
+		*target = cap;
+	else
+	{
+		uint64		shortfall = base + 1 - cap;
+
+		if (shortfall <= clock_tolerance() + FENCING_LEAD_BOUND)
+			return shortfall;
+
+		/* Too far ahead to wait for: reserve anyway, and say so. */
+		*target = base + FENCING_RESERVE_BLOCK;
+		if (!state->ahead_logged)
+			ereport(LOG,
+					(errmsg("fence tokens run " UINT64_FORMAT " ms ahead of the clock",
+							(base - clock) / UINT64CONST(1000000)),
+					 errdetail("The counter is at " UINT64_FORMAT " and the clock floor at " UINT64_FORMAT "; waiting for the clock would take longer than fencing.clock_tolerance (%d ms) plus the lead bound. The lead bound does not hold until the clock passes these tokens.",
+							   base, clock, clock_tolerance_ms),
+					 errhint("If the clock stepped back, check the server's time synchronisation; tokens stay unique and increasing.")));
+		state->ahead_logged = true;
+	}
+	if (*target <= cap)
+		state->ahead_logged = false;
+
+	fencing_raise_atomic(&state->counter, base);
+	return 0;
+}
+
+/*
+ * Write a planned reservation, under the tokens lock: the state file
+ * first, then the WAL record.  Returns the record's LSN and leaves it as
+ * the pending reservation for backends arriving meanwhile.
  */
 static XLogRecPtr
 write_reservation(FencingTokenState *state, uint64 target)
 {
+	TimeLineID	timeline = GetWALInsertionTimeLine();
 	xl_fencing_reserve xlrec;
 	XLogRecPtr	lsn;
 
-	if (state->file_limit < target)
+	if (state->file_limit < target || state->file_timeline != timeline)
 	{
-		(void) write_state_file(target, ERROR);
+		(void) write_state_file(target, timeline, ERROR);
 		state->file_limit = target;
+		state->file_timeline = timeline;
 	}
 
 	xlrec.limit = target;
@@ -189,6 +345,21 @@ write_reservation(FencingTokenState *state, uint64 target)
 }
 
 /*
+ * Sleep until the clock has advanced by "ns" (rounded up to a
+ * millisecond), holding no lock; cancellable.
+ */
+static void
+wait_for_clock(uint64 ns)
+{
+	long		ms = (long) ((ns + UINT64CONST(999999)) / UINT64CONST(1000000));
+
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
  * Make every token up to at least "needed" safe to hand out, and return once
  * the shared limit covers it.  Called when the fast path found its token
  * above the limit, and by advance_token.
@@ -196,9 +367,10 @@ write_reservation(FencingTokenState *state, uint64 target)
  * Backends that reach the boundary together share one record: the first
  * writes it and leaves its limit and LSN in shared memory; the rest find it
  * there and only wait for the same flush and confirmation.  No lock is held
- * while flushing or waiting for standbys, so a cancelled waiter leaves
- * nothing behind and the next caller simply waits again.  fencing.stats
- * counts a reservation for the backend that wrote its record, once.
+ * while flushing, waiting for standbys or waiting for the clock, so a
+ * cancelled waiter leaves nothing behind and the next caller simply waits
+ * again.  fencing.stats counts a reservation for the backend that wrote its
+ * record, once.
  */
 void
 fencing_reserve_tokens(uint64 needed)
@@ -207,15 +379,15 @@ fencing_reserve_tokens(uint64 needed)
 
 	while (pg_atomic_read_u64(&state->limit) < needed)
 	{
-		uint64		target;
-		XLogRecPtr	lsn;
+		uint64		target = 0;
+		uint64		clock_wait = 0;
+		XLogRecPtr	lsn = InvalidXLogRecPtr;
 		bool		wrote = false;
 		instr_time	start,
 					duration;
 
 		INSTR_TIME_SET_CURRENT(start);
 
-		/* Find or write the reservation that covers "needed". */
 		LWLockAcquire(state->lock, LW_EXCLUSIVE);
 		if (state->pending_limit >= needed &&
 			!XLogRecPtrIsInvalid(state->pending_lsn))
@@ -225,30 +397,21 @@ fencing_reserve_tokens(uint64 needed)
 		}
 		else
 		{
-			uint64		base;
-
-			base = Max(pg_atomic_read_u64(&state->counter),
-					   (uint64) fencing_clock_floor());
-			base = Max(base, needed);
-			if (base > (uint64) PG_INT64_MAX - FENCING_RESERVE_BLOCK)
-				ereport(ERROR,
-						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-						 errmsg("fence tokens are exhausted"),
-						 errdetail("The next reservation would pass the largest bigint.")));
-			target = base + FENCING_RESERVE_BLOCK;
-
-			/*
-			 * Lift the counter to the clock floor so that tokens issued from
-			 * now on are above it; values between the old counter and base are
-			 * simply never used.
-			 */
-			fencing_raise_atomic(&state->counter, base);
-			lsn = write_reservation(state, target);
-			wrote = true;
+			clock_wait = plan_reservation(state, needed, &target);
+			if (clock_wait == 0)
+			{
+				lsn = write_reservation(state, target);
+				wrote = true;
+			}
 		}
 		LWLockRelease(state->lock);
 
-		/* Durable locally, confirmed by synchronous standbys: publish. */
+		if (clock_wait > 0)
+		{
+			wait_for_clock(clock_wait);
+			continue;
+		}
+
 		XLogFlush(lsn);
 		wait_for_sync_standbys(lsn);
 		fencing_raise_atomic(&state->limit, target);
@@ -321,14 +484,14 @@ wait_for_sync_standbys(XLogRecPtr lsn)
 }
 
 /*
- * Write the limit to the state file: a temporary file, fsync, and
- * durable_rename, so that a crash leaves either the old content or the new
- * one, never a torn file.  Reports a failure at elevel and, when that
- * returns, returns false.  Called under the tokens lock, or by the startup
- * process during redo.
+ * Write the limit and its timeline to the state file: a temporary file,
+ * fsync, and durable_rename, so that a crash leaves either the old content
+ * or the new one, never a torn file.  Reports a failure at elevel and, when
+ * that returns, returns false.  Called under the tokens lock, by the
+ * startup process during redo, or by the postmaster at start.
  */
 static bool
-write_state_file(uint64 limit, int elevel)
+write_state_file(uint64 limit, TimeLineID timeline, int elevel)
 {
 	FencingStateFile content;
 	int			fd;
@@ -338,6 +501,7 @@ write_state_file(uint64 limit, int elevel)
 	content.magic = FENCING_STATE_MAGIC;
 	content.version = FENCING_STATE_VERSION;
 	content.limit = limit;
+	content.timeline = timeline;
 	INIT_CRC32C(content.crc);
 	COMP_CRC32C(content.crc, &content, offsetof(FencingStateFile, crc));
 	FIN_CRC32C(content.crc);
@@ -393,15 +557,19 @@ report_damaged_state_file(const char *detail)
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("fencing state file \"%s\" is damaged", FENCING_STATE_FILE),
 			 errdetail("%s", detail),
-			 errhint("Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does, above its clock.")));
+			 errhint("Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does, with a fresh start above its clock plus fencing.clock_tolerance.")));
 }
 
 /*
  * Read the state file into the shared state at postmaster start (and after
- * a crash restart), before redo can raise it further.  A missing file means
- * a new cluster, or one that never issued a token: the clock floor takes
- * over, and that is logged.  A file that cannot be read, or that is
- * damaged, stops the server.
+ * a crash restart), before redo can raise it further.  A missing file is a
+ * fresh start (a new cluster, or one that never issued a token), and so is
+ * a file from fencing 1.0 or one whose timeline is unknown; each is logged.
+ * A file that cannot be read, or that is damaged, stops the server.  A
+ * backup_label means the data directory is a restored base backup, whose
+ * state file may be older than tokens the original server handed out after
+ * the backup began: a fresh start, recorded in the file (timeline unknown)
+ * so that a restart before the first reservation does not forget it.
  */
 void
 fencing_state_file_load(FencingTokenState *state)
@@ -409,11 +577,17 @@ fencing_state_file_load(FencingTokenState *state)
 	FencingStateFile content;
 	char		buf[sizeof(FencingStateFile) + 1];
 	pg_crc32c	crc;
+	size_t		crc_offset;
+	pg_crc32c	stored_crc;
+	struct stat st;
 	int			fd;
 	int			nread;
 	int			save_errno;
 
 	state->file_limit = 0;
+	state->file_timeline = 0;
+	state->fresh_start = false;
+	state->fresh_reason = FRESH_NONE;
 
 	fd = OpenTransientFile(FENCING_STATE_FILE, O_RDONLY | PG_BINARY);
 	if (fd < 0)
@@ -424,8 +598,11 @@ fencing_state_file_load(FencingTokenState *state)
 					 errmsg("could not open fencing state file \"%s\": %m", FENCING_STATE_FILE),
 					 errhint("Make the file readable by the server, or restore it from a backup of this server.")));
 		ereport(LOG,
-				(errmsg("fencing state file \"%s\" not found: fence tokens start above the clock", FENCING_STATE_FILE),
-				 errdetail("A new cluster has no state file.")));
+				(errmsg("fencing state file \"%s\" not found: fence tokens make a fresh start", FENCING_STATE_FILE),
+				 errdetail("A new cluster has no state file. Tokens will continue above this server's clock plus fencing.clock_tolerance (%d ms).",
+						   clock_tolerance_ms)));
+		state->fresh_start = true;
+		state->fresh_reason = FRESH_NO_STATE_FILE;
 		return;
 	}
 	nread = read(fd, buf, sizeof(buf));
@@ -437,7 +614,7 @@ fencing_state_file_load(FencingTokenState *state)
 		ereport(FATAL,
 				(errcode_for_file_access(),
 				 errmsg("could not read fencing state file \"%s\": %m", FENCING_STATE_FILE),
-				 errhint("Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does, above its clock.")));
+				 errhint("Restore the file from a backup of this server, or remove it; without it the server starts as a new cluster does, with a fresh start above its clock plus fencing.clock_tolerance.")));
 	}
 	if (nread != sizeof(FencingStateFile))
 		report_damaged_state_file(psprintf("The file has %d bytes; a valid one has %d.",
@@ -446,18 +623,62 @@ fencing_state_file_load(FencingTokenState *state)
 	if (content.magic != FENCING_STATE_MAGIC)
 		report_damaged_state_file(psprintf("Its magic number is 0x%08X instead of 0x%08X.",
 										   content.magic, FENCING_STATE_MAGIC));
-	if (content.version != FENCING_STATE_VERSION)
-		report_damaged_state_file(psprintf("Its format version is %u; this server reads version %d.",
+	if (content.version == 1)
+	{
+		FencingStateFileV1 v1;
+
+		memcpy(&v1, buf, sizeof(v1));
+		crc_offset = offsetof(FencingStateFileV1, crc);
+		stored_crc = v1.crc;
+	}
+	else if (content.version == FENCING_STATE_VERSION)
+	{
+		crc_offset = offsetof(FencingStateFile, crc);
+		stored_crc = content.crc;
+	}
+	else
+		report_damaged_state_file(psprintf("Its format version is %u; this server reads versions 1 and %d.",
 										   content.version, FENCING_STATE_VERSION));
 	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &content, offsetof(FencingStateFile, crc));
+	COMP_CRC32C(crc, buf, crc_offset);
 	FIN_CRC32C(crc);
-	if (!EQ_CRC32C(crc, content.crc))
+	if (!EQ_CRC32C(crc, stored_crc))
 		report_damaged_state_file(pstrdup("Its checksum does not match its content."));
 	if (content.limit > (uint64) PG_INT64_MAX)
 		report_damaged_state_file(psprintf("Its limit " UINT64_FORMAT " is above the largest bigint.",
 										   content.limit));
+
 	state->file_limit = content.limit;
+	if (content.version == 1)
+	{
+		ereport(LOG,
+				(errmsg("fencing state file \"%s\" was written by fencing 1.0: fence tokens make a fresh start", FENCING_STATE_FILE),
+				 errdetail("Tokens continue above " UINT64_FORMAT " and above this server's clock plus fencing.clock_tolerance (%d ms).",
+						   content.limit, clock_tolerance_ms)));
+		state->fresh_start = true;
+		state->fresh_reason = FRESH_VERSION_1_FILE;
+		return;
+	}
+	state->file_timeline = content.timeline;
+	if (stat(FENCING_BACKUP_LABEL, &st) == 0)
+	{
+		ereport(LOG,
+				(errmsg("fencing: the data directory was restored from a base backup: fence tokens make a fresh start"),
+				 errdetail("Tokens continue above " UINT64_FORMAT " and above this server's clock plus fencing.clock_tolerance (%d ms).",
+						   content.limit, clock_tolerance_ms)));
+		state->fresh_start = true;
+		state->fresh_reason = FRESH_BACKUP_LABEL;
+		if (content.timeline != 0)
+		{
+			(void) write_state_file(content.limit, 0, FATAL);
+			state->file_timeline = 0;
+		}
+	}
+	else if (content.timeline == 0)
+	{
+		state->fresh_start = true;
+		state->fresh_reason = FRESH_UNKNOWN_TIMELINE;
+	}
 }
 
 /*
@@ -508,12 +729,14 @@ check_record(XLogReaderState *record, uint64 *limit)
  * counter and limit move up to it, and the state file follows so that the
  * next restart does not depend on replaying this record again.  The limit
  * published here covers no fresh tokens; the first call after promotion
- * makes a reservation of its own above it.  A record that fencing did not
- * write stops recovery with an error.
+ * makes a reservation of its own above it (a fresh start: the promotion
+ * began a new timeline).
  *
  * A failure to write the state file (ENOSPC, EACCES) must not stop the
  * standby: it is a WARNING, remembered as file_behind and retried at the
- * next record; the limit in memory rises all the same.
+ * next record; the limit in memory rises all the same.  While the server
+ * does not know its timeline is its own (a fresh start is pending), the file
+ * keeps the timeline unknown.
  */
 static void
 fencing_rmgr_redo(XLogReaderState *record)
@@ -521,10 +744,14 @@ fencing_rmgr_redo(XLogReaderState *record)
 	FencingTokenState *state = fencing_token_state;
 	const char *problem;
 	uint64		limit = 0;
+	TimeLineID	timeline;
 
 	problem = check_record(record, &limit);
 	if (problem != NULL)
 		report_invalid_record(record, problem);
+	(void) GetCurrentReplayRecPtr(&timeline);
+	if (state->fresh_start)
+		timeline = 0;
 
 	LWLockAcquire(state->lock, LW_EXCLUSIVE);
 	fencing_raise_atomic(&state->counter, limit);
@@ -536,12 +763,13 @@ fencing_rmgr_redo(XLogReaderState *record)
 	{
 		uint64		file_limit = Max(state->file_limit, limit);
 
-		if (write_state_file(file_limit, WARNING))
+		if (write_state_file(file_limit, timeline, WARNING))
 		{
 			if (state->file_behind)
 				ereport(LOG,
 						(errmsg("fencing state file \"%s\" is up to date again", FENCING_STATE_FILE)));
 			state->file_limit = file_limit;
+			state->file_timeline = timeline;
 			state->file_behind = false;
 		}
 		else
@@ -574,15 +802,25 @@ fencing_rmgr_identify(uint8 info)
 
 /*
  * What fencing.status() shows about the reservation side: the clock floor,
- * and whether redo could not write the state file.
+ * the tolerance, whether the next reservation makes a fresh start, and
+ * whether redo could not write the state file.
  */
 void
 fencing_token_wal_status(FencingTokenWalStatus *status)
 {
 	FencingTokenState *state = fencing_token_state;
+	bool		in_recovery = RecoveryInProgress();
 
 	status->clock_floor = fencing_clock_floor();
+	status->clock_tolerance_ms = clock_tolerance_ms;
+
 	LWLockAcquire(state->lock, LW_SHARED);
+	if (in_recovery)
+		status->fresh_start_pending = true;		/* promotion starts a timeline */
+	else
+		status->fresh_start_pending = state->fresh_start ||
+			(!state->timeline_checked &&
+			 state->file_timeline != GetWALInsertionTimeLine());
 	status->state_file_behind = state->file_behind;
 	LWLockRelease(state->lock);
 }

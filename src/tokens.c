@@ -186,7 +186,10 @@ fencing_latest_token(PG_FUNCTION_ARGS)
  * Returns the latest token, which is now at least at_least.
  *
  * Every check that can fail comes before the counter moves, so an error
- * leaves counter and limit as they were.
+ * leaves counter and limit as they were.  A target up to the lead bound
+ * plus fencing.clock_tolerance beyond the clock makes the call wait for the
+ * clock (token_wal.c); a target further ahead returns at once and voids the
+ * lead bound until the clock passes it.
  */
 Datum
 fencing_advance_token(PG_FUNCTION_ARGS)

@@ -272,6 +272,7 @@ run_tap()
 		local file_started=$SECONDS
 		(cd "$COPY" && as_test_user \
 			"PERL5LIB=$PG_TEST_PERL" \
+			"TEMP_CONFIG=$COPY/test/tap.conf" \
 			"PG_REGRESS=$PG_REGRESS_BIN" \
 			"TESTDIR=$COPY" \
 			timeout -k 30 "$TAP_FILE_TIMEOUT" prove -v "$f") \

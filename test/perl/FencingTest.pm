@@ -13,23 +13,34 @@ use File::Temp qw(tempdir);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Time::HiRes ();
 
-our @EXPORT_OK = qw(state_file_limit sql_text start_pgbouncer stop_pgbouncer
+our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
+  start_with_fake_clock clock_offset sql_text start_pgbouncer stop_pgbouncer
   @WHITE_SPACE @IGNORABLE);
 
-# The limit stored in a node's fencing.state file (magic, version, limit,
-# crc; see src/token_wal.c), or undef when there is no valid file.
-sub state_file_limit
+# The fields of a node's fencing.state file (see src/token_wal.c: magic,
+# version, limit, and in version 2 the timeline), or an empty list when
+# there is no file with the right magic number.
+sub state_file_fields
 {
 	my ($node) = @_;
 	my $path = $node->data_dir . '/fencing.state';
-	return undef unless -f $path;
+	return () unless -f $path;
 	open(my $fh, '<:raw', $path) or die "could not open $path: $!";
 	local $/;
 	my $data = <$fh>;
 	close($fh);
-	my ($magic, $version, $limit) = unpack('L L Q', $data);
-	return undef unless defined $magic && $magic == 0x464E4331;
+	my ($magic, $version, $limit, $timeline) = unpack('L L Q L', $data);
+	return () unless defined $magic && $magic == 0x464E4331;
+	return ($version, $limit, $timeline);
+}
+
+# The limit stored in a node's fencing.state file, or undef when there is
+# no valid file.
+sub state_file_limit
+{
+	my ($version, $limit) = state_file_fields(@_);
 	return $limit;
 }
 
@@ -113,6 +124,87 @@ sub sql_text
 	my ($str) = @_;
 	my $hex = unpack('H*', encode_utf8($str));
 	return "convert_from('\\x$hex'::bytea, 'UTF8')";
+}
+
+# The WAL timeline stored in a node's fencing.state file (0: unknown), or
+# undef when there is no version 2 file.
+sub state_file_timeline
+{
+	my ($version, $limit, $timeline) = state_file_fields(@_);
+	return undef unless defined $version && $version == 2;
+	return $timeline;
+}
+
+# CRC-32C (Castagnoli), as PostgreSQL's pg_crc32c computes it.
+sub crc32c
+{
+	my ($data) = @_;
+	my $crc = 0xFFFFFFFF;
+	for my $byte (unpack('C*', $data))
+	{
+		$crc ^= $byte;
+		$crc = ($crc >> 1) ^ (($crc & 1) ? 0x82F63B78 : 0) for 1 .. 8;
+	}
+	return $crc ^ 0xFFFFFFFF;
+}
+
+# Write a valid fencing.state into a stopped node's data directory: version
+# 1 (fencing 1.0: magic, version, limit, crc) or 2 (with the timeline
+# before the crc).
+sub write_state_file
+{
+	my ($node, %opts) = @_;
+	my $version = $opts{version} // 2;
+	my $head = pack('L L Q', 0x464E4331, $version, $opts{limit});
+	my $data = $version == 1
+	  ? $head . pack('L L', crc32c($head), 0)
+	  : do { my $body = $head . pack('L', $opts{timeline} // 1); $body . pack('L', crc32c($body)) };
+	my $path = $node->data_dir . '/fencing.state';
+	open(my $fh, '>:raw', $path) or die "could not write $path: $!";
+	print $fh $data;
+	close($fh);
+	return;
+}
+
+# The path of libfaketime, or undef when it is not installed.
+sub libfaketime
+{
+	for my $dir ('/usr/lib/x86_64-linux-gnu/faketime',
+		'/usr/lib/aarch64-linux-gnu/faketime', '/usr/lib/faketime')
+	{
+		return "$dir/libfaketime.so.1" if -f "$dir/libfaketime.so.1";
+	}
+	return undef;
+}
+
+# Start a node whose clock runs off the real clock: by a fixed offset in
+# seconds (offset => '-0.5'), or by whatever offset a file holds, re-read
+# at every clock call (file => $path; write '+0' or '-30' into it).  The
+# monotonic clock stays real, so timeouts behave.
+sub start_with_fake_clock
+{
+	my ($node, %opts) = @_;
+	my $lib = libfaketime() or die 'libfaketime is not installed';
+
+	local $ENV{LD_PRELOAD} = $lib;
+	local $ENV{FAKETIME_DONT_FAKE_MONOTONIC} = 1;
+	local $ENV{FAKETIME} = $opts{offset} if defined $opts{offset};
+	local $ENV{FAKETIME_TIMESTAMP_FILE} = $opts{file} if defined $opts{file};
+	local $ENV{FAKETIME_NO_CACHE} = 1 if defined $opts{file};
+	$node->start;
+	return;
+}
+
+# Seconds by which a node's clock is ahead of this process's (negative:
+# behind), to within the time a psql call takes.
+sub clock_offset
+{
+	my ($node) = @_;
+	my $before = Time::HiRes::time();
+	my $server = $node->safe_psql('postgres',
+		'SELECT extract(epoch FROM clock_timestamp())');
+	my $after = Time::HiRes::time();
+	return $server - ($before + $after) / 2;
 }
 
 # Every Unicode White_Space code point: lock names collapse runs of them.

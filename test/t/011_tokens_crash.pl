@@ -5,7 +5,11 @@
 # "pg_ctl stop -m immediate" while 8 clients draw tokens, every token issued
 # after the restart is above every token any client received before.  One
 # round removes the fencing.state file after a checkpoint, so that neither
-# the file nor WAL replay knows the limit: the clock floor must carry it.
+# the file nor WAL replay knows the limit: a fresh start above the clock
+# must carry it.
+# At the end, a damaged state file stops the server with a message saying
+# what is wrong and how to repair it; restored, tokens continue above; a
+# state file written by fencing 1.0 is read (a logged fresh start).
 
 use strict;
 use warnings;
@@ -16,6 +20,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(state_file_timeline write_state_file);
 
 my $clients = 8;
 
@@ -197,8 +204,8 @@ my $clock_sql = "SELECT (extract(epoch FROM clock_timestamp() - "
 	cmp_ok($first, '>', $all_max, 'state lost: the first token is above every earlier token');
 	cmp_ok($first, '>', $clock, "state lost: the first token is above the server's clock");
 	like(slurp_file($node->logfile),
-		qr/LOG:  fencing state file "fencing.state" not found/,
-		'state lost: the log says the state file was not found');
+		qr/LOG:  fencing state file "fencing.state" not found: fence tokens make a fresh start/,
+		'state lost: the log says the server makes a fresh start');
 	ok(-f $state_file, 'the reservation wrote fencing.state again');
 	$seen{$first}++;
 	$all_max = $first;
@@ -288,7 +295,7 @@ my @damage = (
 	[ 'a wrong magic number', sub { my $d = $_[0]; substr($d, 0, 4) = 'XXXX'; $d },
 		qr/Its magic number is 0x58585858 instead of 0x464E4331\./ ],
 	[ 'an unknown format version', sub { my $d = $_[0]; substr($d, 4, 4) = pack('L', 7); $d },
-		qr/Its format version is 7; this server reads version 1\./ ]);
+		qr/Its format version is 7; this server reads versions 1 and 2\./ ]);
 for my $case (@damage)
 {
 	my ($label, $damage, $detail) = @$case;
@@ -313,6 +320,22 @@ for my $case (@damage)
 $node->start;
 my $repaired = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
 cmp_ok($repaired, '>', $all_max, 'the state file restored: tokens continue above every token received');
+
+# A state file written by fencing 1.0 (format version 1, no timeline) is
+# read: tokens continue above its limit, after a logged fresh start, and the
+# next reservation writes version 2 with this server's timeline.
+$node->stop;
+my $v1_limit = $repaired + 1_000_000_000;
+write_state_file($node, version => 1, limit => $v1_limit);
+my $log_offset = -s $node->logfile;
+$node->start;
+like(slurp_file($node->logfile, $log_offset),
+	qr/LOG:  fencing state file "fencing.state" was written by fencing 1.0: fence tokens make a fresh start/,
+	'a state file of fencing 1.0: the log says the server makes a fresh start');
+cmp_ok($node->safe_psql('postgres', 'SELECT fencing.next_token()'), '>', $v1_limit,
+	'a state file of fencing 1.0: tokens continue above its limit');
+is(state_file_timeline($node), 1,
+	'the next reservation wrote a version 2 state file with the timeline');
 
 $node->stop;
 done_testing();

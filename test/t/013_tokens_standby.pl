@@ -1,13 +1,19 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 013_tokens_standby.pl -- T6 and T3 with a streaming standby: token and
+# 013_tokens_standby.pl -- T6 and T3 with streaming standbys: token and
 # lock functions raise a clear error on the hot standby (SQLSTATE 25006),
 # latest_token works there, redo writes the standby's fencing.state, a
 # state file the standby cannot write does not stop replay (a WARNING, and
 # the file catches up at the next record), and after the primary stops
-# immediately and the standby is promoted, tokens continue above the old
-# primary's last.
+# immediately:
+#  - the standby that replayed everything is promoted and continues above
+#    the old primary's last token;
+#  - an asynchronous standby that was disconnected before the primary's
+#    last reservations (so it never saw them) is promoted and also
+#    continues above every token of the old primary: a promotion starts a
+#    new timeline, so its first reservation is a fresh start above its clock
+#    plus the lead bound plus fencing.clock_tolerance (the real 1 s here).
 
 use strict;
 use warnings;
@@ -19,10 +25,10 @@ use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use FencingTest qw(state_file_limit);
 
-
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$primary->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nfencing.clock_tolerance = '1s'");
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION fencing');
 $primary->safe_psql('postgres',
@@ -32,7 +38,11 @@ $primary->backup('backup');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($primary, 'backup', has_streaming => 1);
 $standby->start;
+my $missed = PostgreSQL::Test::Cluster->new('async_missed');
+$missed->init_from_backup($primary, 'backup', has_streaming => 1);
+$missed->start;
 $primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+$primary->wait_for_catchup($missed, 'replay', $primary->lsn('insert'));
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 	't', 'the standby is in recovery');
@@ -58,6 +68,9 @@ like($standby_latest, qr/^\d+$/, 'latest_token works on the standby');
 cmp_ok($standby_latest, '>=', $primary_latest,
 	"the standby's latest_token covers the primary's tokens");
 
+# The asynchronous standby goes away before the reservations below.
+$missed->stop;
+
 # The standby cannot write its state file (a directory stands in its place):
 # replay goes on with a WARNING, the limit in memory still rises.
 my $state_path = $standby->data_dir . '/fencing.state';
@@ -65,7 +78,8 @@ my $log_offset = -s $standby->logfile;
 unlink($state_path) or die "could not remove $state_path: $!";
 mkdir($state_path) or die "could not create directory $state_path: $!";
 
-# A reservation made after the backup, and tokens drawn from it.
+# A reservation made after the backup (100 ms ahead of the primary's clock,
+# within its tolerance) and tokens drawn from it.
 my $far = $primary->safe_psql('postgres',
 	'SELECT fencing.advance_token(fencing.latest_token() + 100000000)');
 my $batch = $primary->safe_psql('postgres',
@@ -122,6 +136,19 @@ $standby->stop('immediate');
 $standby->start;
 my $after_crash = $standby->safe_psql('postgres', 'SELECT fencing.next_token()');
 cmp_ok($after_crash, '>', $more, 'promoted, then crashed: tokens continue above');
-
 $standby->stop;
+
+# The asynchronous standby that missed the last reservations: it starts
+# with the old primary gone and is promoted.
+$missed->start;
+cmp_ok($missed->safe_psql('postgres', 'SELECT fencing.latest_token()'),
+	'<', $batch, 'the asynchronous standby never saw the last reservations (precondition)');
+$missed->promote;
+$missed->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'the asynchronous standby did not finish promotion';
+my $missed_first = $missed->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($missed_first, '>', $last,
+	"promoted asynchronous standby that missed the last reservations: the first token is above every token of the old primary");
+$missed->stop;
+
 done_testing();

@@ -1,12 +1,18 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 015_tokens_new_cluster.pl -- T4: a brand-new cluster continues above the
-# old cluster's tokens without a manual step: after pg_dump/pg_restore,
-# after pg_upgrade, and after point-in-time recovery to a moment before the
-# source reserved its last block.  Nothing token-related is in the dump,
-# copied by pg_upgrade or replayed past the recovery target: the clock floor
-# carries it (tokens drawn at an ordinary rate do not outrun the clock).
+# 015_tokens_new_cluster.pl -- T4: a new or recovered cluster continues
+# above every token of the old one without a manual step, even when it
+# starts the moment after the old one issued its highest possible token
+# (clock + lead bound): after pg_dump/pg_restore, after pg_upgrade, and after
+# point-in-time recovery to a moment before the source reserved its last
+# block.  The condition it rests on holds as stated: a new cluster whose
+# clock is behind the old one by less than fencing.clock_tolerance starts
+# above the old tokens; one behind by more may not.  A clock that steps
+# back on a running server makes the next reservation wait for it (within
+# the tolerance) or, beyond that, run ahead: logged, shown by
+# fencing.status(), tokens still increasing.  Nothing here depends on how
+# fast the machine is: every margin is a clock offset, not a delay.
 
 use strict;
 use warnings;
@@ -16,33 +22,114 @@ use File::Temp qw(tempdir);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(libfaketime start_with_fake_clock clock_offset);
 
 my $tmp = tempdir(CLEANUP => 1);
 
-my $old = PostgreSQL::Test::Cluster->new('old');
-$old->init;
-$old->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+# The lead bound (src/token_state.h): no token is more than this many
+# nanoseconds above its server's clock when it is issued.
+my $lead_bound = 2_000_000;
+
+# New and recovered clusters run with the real default tolerance; the
+# sources keep the few milliseconds of test/tap.conf.
+my $real_tolerance = "fencing.clock_tolerance = '1s'";
+
+sub new_node
+{
+	my ($name, $conf, %params) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%params);
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'fencing'\n" . ($conf // ''));
+	return $node;
+}
+
+# The highest token the rules allow right now: lift the counter to the
+# clock plus 1.9 ms (within the lead bound) and draw one token above it.
+sub issue_at_lead_bound
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres',
+		'SELECT fencing.advance_token(clock_floor + 1900000) FROM fencing.status()');
+	return $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+}
+
+my $old = new_node('old');
 $old->start;
 $old->safe_psql('postgres', 'CREATE EXTENSION fencing');
 $old->safe_psql('postgres',
 	'CREATE TABLE invoice (id int PRIMARY KEY, fence bigint NOT NULL)');
 $old->safe_psql('postgres',
 	'INSERT INTO invoice SELECT g, fencing.next_token() FROM generate_series(1, 100) g');
-my $old_last = $old->safe_psql('postgres',
-	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 200000)) s');
-$old_last = $old->safe_psql('postgres', 'SELECT fencing.next_token()');
-like($old_last, qr/^\d+$/, 'the old cluster issued tokens');
+$old->safe_psql('postgres',
+	'SELECT count(fencing.next_token()) FROM generate_series(1, 200000)');
 
-# pg_dump / pg_restore into a brand-new cluster.
+# The new clusters exist before the old one issues its last token; each
+# draws its first token right after it.
+my $restored = new_node('restored', $real_tolerance);
+$restored->start;
+ok(!-f $restored->data_dir . '/fencing.state', 'the new cluster has no fencing.state');
+
+my $faketime = libfaketime();
+my ($behind_less, $behind_more, $behind_file);
+if ($faketime)
+{
+	# One clock 0.5 s behind the old cluster's (less than the tolerance),
+	# one 10 s behind (more).  The first reads its offset from a file, so
+	# that its clock can step back later.
+	$behind_file = "$tmp/behind_less.faketime";
+	PostgreSQL::Test::Utils::append_to_file($behind_file, "-0.5\n");
+	$behind_less = new_node('behind_less', $real_tolerance);
+	start_with_fake_clock($behind_less, file => $behind_file);
+	$behind_more = new_node('behind_more', $real_tolerance);
+	start_with_fake_clock($behind_more, offset => '-10');
+	$_->safe_psql('postgres', 'CREATE EXTENSION fencing') for ($behind_less, $behind_more);
+}
+
+my $old_clock = $old->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()');
+my $old_last = issue_at_lead_bound($old);
+cmp_ok($old_last, '>', $old_clock + 1_900_000,
+	"precondition: the old cluster's last token is 1.9 ms ahead of its clock as it issued it");
+
+# The tolerance condition: the first token of a cluster whose clock is
+# behind by more than the tolerance is drawn first (the sooner after the old
+# token, the more it shows), then the one behind by less.
+SKIP:
+{
+	skip 'libfaketime is not installed', 6 unless $faketime;
+	my $less_offset = clock_offset($behind_less);
+	my $more_offset = clock_offset($behind_more);
+	skip "libfaketime is not active in the servers (offsets $less_offset, $more_offset)", 6
+	  unless $less_offset < -0.3 && $less_offset > -0.7 && $more_offset < -9;
+
+	my $more_first = $behind_more->safe_psql('postgres', 'SELECT fencing.next_token()');
+	cmp_ok($more_first, '<', $old_last,
+		'clock 10 s behind, tolerance 1 s: T4 is not promised, and the first token is indeed below the old cluster\'s last');
+	my $more_clock = $behind_more->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()');
+	cmp_ok($more_first, '<=', $more_clock + $lead_bound,
+		'clock 10 s behind: the first token is within the lead bound of its own clock');
+
+	my $started = time();
+	my $less_first = $behind_less->safe_psql('postgres', 'SELECT fencing.next_token()');
+	my $waited = time() - $started;
+	cmp_ok($less_first, '>', $old_last,
+		"clock 0.5 s behind, tolerance 1 s: the first token is above the old cluster's last");
+	cmp_ok($waited, '>=', 0.9,
+		sprintf('the fresh start waited about the tolerance for the clock (%.2f s)', $waited));
+	my $log = slurp_file($behind_less->logfile);
+	like($log, qr/fencing state file "fencing.state" not found: fence tokens make a fresh start/,
+		'the log says the missing state file means a fresh start');
+	like($log, qr/fence tokens make a fresh start above \d+/,
+		'the log says where the fresh start begins');
+}
+
+# pg_dump / pg_restore into the brand-new cluster.
 my $dump = "$tmp/old.dump";
 command_ok([ 'pg_dump', '-Fc', '-d', $old->connstr('postgres'), '-f', $dump ],
 	'pg_dump of the old cluster');
-
-my $restored = PostgreSQL::Test::Cluster->new('restored');
-$restored->init;
-$restored->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
-$restored->start;
-ok(!-f $restored->data_dir . '/fencing.state', 'the new cluster has no fencing.state');
 command_ok(
 	[ 'pg_restore', '--exit-on-error', '-d', $restored->connstr('postgres'), $dump ],
 	'pg_restore into the new cluster');
@@ -56,10 +143,9 @@ cmp_ok($first, '>', $max_fence, 'restored: the first token is above every fence 
 $restored->stop;
 
 # pg_upgrade (same major version, a fresh data directory).
+$old_last = issue_at_lead_bound($old);
 $old->stop;
-my $upgraded = PostgreSQL::Test::Cluster->new('upgraded');
-$upgraded->init;
-$upgraded->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+my $upgraded = new_node('upgraded', $real_tolerance);
 my $bindir = $old->config_data('--bindir');
 {
 	my $home = getcwd();
@@ -86,9 +172,7 @@ $upgraded->stop;
 
 # Point-in-time recovery to a moment before a reservation: the recovered
 # cluster never saw the later block, yet continues above its tokens.
-my $source = PostgreSQL::Test::Cluster->new('pitr_source');
-$source->init(has_archiving => 1, allows_streaming => 1);
-$source->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+my $source = new_node('pitr_source', undef, has_archiving => 1, allows_streaming => 1);
 $source->start;
 $source->safe_psql('postgres', 'CREATE EXTENSION fencing');
 $source->safe_psql('postgres',
@@ -100,33 +184,88 @@ $source->safe_psql('postgres', "SELECT pg_create_restore_point('before_new_block
 my $known_limit = $source->safe_psql('postgres',
 	'SELECT reserved_limit FROM fencing.status()');
 
-# A restart makes the next call reserve a new block, after the restore point.
-$source->restart;
-my $source_last = $source->safe_psql('postgres',
-	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 200000)) s');
-cmp_ok($source_last, '>', $known_limit,
-	'the source drew tokens from a block reserved after the restore point');
+# Reservations after the restore point, the last one at the lead bound.
+$source->safe_psql('postgres',
+	'SELECT count(fencing.next_token()) FROM generate_series(1, 200000)');
 my $walfile = $source->safe_psql('postgres',
 	'SELECT pg_walfile_name(pg_current_wal_lsn())');
+my $source_last = issue_at_lead_bound($source);
+cmp_ok($source_last, '>', $known_limit,
+	'the source drew tokens from a block reserved after the restore point');
 $source->safe_psql('postgres', 'SELECT pg_switch_wal()');
 $source->poll_query_until('postgres',
 	"SELECT '$walfile' <= last_archived_wal FROM pg_stat_archiver")
   or die 'WAL was not archived';
-$source->stop;
+$source->stop('immediate');
 
 my $recovered = PostgreSQL::Test::Cluster->new('pitr_recovered');
 $recovered->init_from_backup($source, 'pitr_base', has_restoring => 1);
 $recovered->append_conf('postgresql.conf',
-	"recovery_target_name = 'before_new_block'\nrecovery_target_action = 'promote'");
+	"recovery_target_name = 'before_new_block'\nrecovery_target_action = 'promote'\n$real_tolerance");
 $recovered->start;
 $recovered->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'point-in-time recovery did not finish';
 my $recovered_latest = $recovered->safe_psql('postgres', 'SELECT fencing.latest_token()');
 cmp_ok($recovered_latest, '<', $source_last,
-	'the recovered cluster does not know the later block (precondition)');
+	'the recovered cluster does not know the later blocks (precondition)');
+is($recovered->safe_psql('postgres', 'SELECT fresh_start_pending FROM fencing.status()'),
+	't', 'recovered on a new timeline: the next reservation is a fresh start');
 my $recovered_first = $recovered->safe_psql('postgres', 'SELECT fencing.next_token()');
 cmp_ok($recovered_first, '>', $source_last,
 	'point-in-time recovery: the first token is above every token of the source');
+like(slurp_file($recovered->logfile),
+	qr/fresh start above \d+.*\n.*DETAIL:  This server may not know every token issued before \((its state file belongs to another WAL timeline|its data directory was restored from a base backup)\)/,
+	'the log says why the recovered cluster makes a fresh start');
 $recovered->stop;
 
+# A clock that steps back under a running server (the 0.5 s behind one
+# from above, whose offset a file holds).
+SKIP:
+{
+	skip 'libfaketime is not installed or not active', 9
+	  unless $faketime && clock_offset($behind_less) < -0.3;
+	my $node = $behind_less;
+	my $t1 = issue_at_lead_bound($node);
+
+	# Back by 0.8 s, less than the tolerance: the next reservation waits
+	# for the clock instead of publishing a limit beyond clock + bound.
+	my $log_offset = -s $node->logfile;
+	open(my $fh, '>', $behind_file) or die "could not write $behind_file: $!";
+	print $fh "-1.3\n";
+	close($fh);
+	cmp_ok(clock_offset($node), '<', -1.1, 'the clock stepped back by 0.8 s');
+	$node->safe_psql('postgres',
+		'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
+	my $t2 = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+	my $clock2 = $node->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()');
+	cmp_ok($t2, '>', $t1, 'clock stepped back: tokens still increase');
+	cmp_ok($t2, '<=', $clock2 + $lead_bound,
+		'clock stepped back by less than the tolerance: the token is within the lead bound of the clock');
+	is($node->safe_psql('postgres', "SELECT tokens_ahead_of_clock <= $lead_bound FROM fencing.status()"),
+		't', 'fencing.status(): tokens are not ahead of the clock by more than the bound');
+	unlike(slurp_file($node->logfile, $log_offset), qr/ahead of the clock/,
+		'nothing logged about tokens running ahead');
+
+	# Back by 30 s, far more than the tolerance: no stall, a LOG line, and
+	# status() shows how far tokens are ahead.
+	open($fh, '>', $behind_file) or die "could not write $behind_file: $!";
+	print $fh "-31.3\n";
+	close($fh);
+	my $started = time();
+	$node->safe_psql('postgres',
+		'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
+	my $t3 = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+	my $took = time() - $started;
+	cmp_ok($t3, '>', $t2, 'clock 30 s back: tokens still increase');
+	cmp_ok($took, '<', 10, sprintf('clock 30 s back: the reservation did not stall (%.2f s)', $took));
+	like(slurp_file($node->logfile, $log_offset),
+		qr/LOG:  fence tokens run \d+ ms ahead of the clock/,
+		'clock 30 s back: the log says tokens run ahead of the clock');
+	my ($ahead, $tolerance) = split /\|/, $node->safe_psql('postgres',
+		'SELECT tokens_ahead_of_clock, clock_tolerance FROM fencing.status()');
+	cmp_ok($ahead, '>', 29_000_000_000,
+		"fencing.status() shows tokens about 30 s ahead of the clock ($ahead) with tolerance $tolerance");
+}
+
+$_->stop for grep { defined } ($behind_less, $behind_more);
 done_testing();
