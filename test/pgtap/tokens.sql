@@ -7,7 +7,7 @@
 \pset pager off
 
 BEGIN;
-SELECT plan(42);
+SELECT plan(48);
 
 -- the schema and the functions, with their signatures
 SELECT has_schema('fencing');
@@ -77,11 +77,26 @@ SELECT col_type_is('fencing', 'locks', 'since', 'timestamp with time zone',
 SELECT col_type_is('fencing', 'locks', 'granted', 'boolean',
                    'fencing.locks.granted is boolean');
 
--- fencing.status(): one row, the limit covers the latest token
+-- fencing.status(): one row; the durable limit covers a token just
+-- returned; the lead over the clock, the tolerance (test/regress.conf sets
+-- 5 ms), the fresh-start and state-file flags
 SELECT has_function('fencing', 'status', ARRAY[]::name[]);
-SELECT cmp_ok((SELECT reserved_limit FROM fencing.status()), '>=',
-              (SELECT latest_token FROM fencing.status()),
-              'reserved_limit covers latest_token');
+SELECT fencing.next_token() AS status_token \gset
+SELECT cmp_ok((SELECT reserved_limit FROM fencing.status()), '>=', :status_token::bigint,
+              'reserved_limit covers a token just returned');
+SELECT is((SELECT clock_tolerance FROM fencing.status()), interval '5 ms',
+          'status() shows fencing.clock_tolerance');
+SELECT cmp_ok((SELECT tokens_ahead_of_clock FROM fencing.status()), '<=', 2000000::bigint,
+              'tokens are at most the lead bound (2 ms) ahead of the clock');
+SELECT is((SELECT fresh_start_pending FROM fencing.status()), false,
+          'after a reservation no fresh start is pending');
+SELECT is((SELECT state_file_behind FROM fencing.status()), false,
+          'the state file is not behind');
+SELECT ok((SELECT abs(clock_floor - (extract(epoch FROM clock_timestamp()
+                                              - timestamptz '2000-01-01 00:00:00+00')
+                                      * 1000000000)::bigint) < 10000000000
+           FROM fencing.status()),
+          'clock_floor is this server''s clock in nanoseconds since 2000');
 
 -- the calls work and order as documented
 SELECT ok((SELECT bool_and(t > p) FROM
@@ -92,8 +107,10 @@ SELECT ok((SELECT bool_and(t > p) FROM
           'next_token increases row by row');
 SELECT max(t) AS last_drawn
 FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 100)) AS s \gset
-SELECT cmp_ok(fencing.latest_token(), '>=', :last_drawn,
-              'latest_token covers the tokens just drawn');
+SELECT is(fencing.latest_token(), :last_drawn::bigint,
+          'latest_token is the last token drawn (no other session draws)');
+SELECT cmp_ok(fencing.next_token(), '>', :last_drawn::bigint,
+              'the next token is above the last one drawn');
 SELECT throws_ok('SELECT fencing.advance_token(NULL)', '22004', NULL,
                  'advance_token(NULL) raises null_value_not_allowed');
 

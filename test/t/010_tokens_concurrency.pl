@@ -5,9 +5,11 @@
 # in two databases, each draw 2000 tokens one statement at a time, all at
 # once, while the counter is pushed to the end of its block again and again
 # so that they cross reservation boundaries together.  Every token is
-# unique, each client's tokens strictly increase, and the clients really
-# interleaved.  fencing.stats counts one reservation per WAL record written
-# (pg_waldump counts the records), not one per waiting backend.
+# unique, each client's tokens strictly increase, the clients really
+# interleaved, and a token drawn after any other session's call returned is
+# above that call's token (each call is timed by the server's clock before
+# and after the token).  fencing.stats counts one reservation per WAL record
+# written (pg_waldump counts the records), not one per waiting backend.
 
 use strict;
 use warnings;
@@ -45,7 +47,11 @@ my $script = "$dir/draw.sql";
 open(my $fh, '>', $script) or die "could not write $script: $!";
 print $fh "SELECT pg_advisory_lock_shared($barrier_key) \\g /dev/null\n";
 print $fh "SELECT pg_advisory_unlock_shared($barrier_key) \\g /dev/null\n";
-print $fh "SELECT fencing.next_token();\n" x $per_client;
+# microseconds since the epoch before the call, the token, and after it
+my $draw = 'SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, '
+  . 'fencing.next_token(), '
+  . '(extract(epoch FROM clock_timestamp()) * 1000000)::bigint;';
+print $fh "$draw\n" x $per_client;
 close($fh);
 
 # Advisory locks belong to a database: one gate in each.
@@ -102,14 +108,21 @@ for my $i (0 .. $clients - 1)
 $gate{$_}->quit for keys %gate;
 
 # Check what each client received.
-my (%seen, @ranges);
+my (%seen, @ranges, @calls);
 my $duplicates = 0;
 my $max = 0;
 for my $i (0 .. $clients - 1)
 {
-	my @tokens = split /\n/, slurp_file($outputs[$i]);
-	is(scalar @tokens, $per_client, "client $i received $per_client tokens");
-	is(scalar(grep { !/^\d+$/ } @tokens), 0, "client $i: every line is a token");
+	my @lines = split /\n/, slurp_file($outputs[$i]);
+	is(scalar @lines, $per_client, "client $i received $per_client tokens");
+	is(scalar(grep { !/^\d+\|\d+\|\d+$/ } @lines), 0, "client $i: every line is a timed token");
+	my @tokens;
+	for my $line (@lines)
+	{
+		my ($start, $token, $end) = split /\|/, $line;
+		push @tokens, $token;
+		push @calls, [ $start, $token, $end, $i ];
+	}
 
 	my $increasing = 1;
 	for my $j (1 .. $#tokens)
@@ -132,6 +145,32 @@ for my $i (0 .. $clients - 1)
 	}
 	push @ranges, [ $tokens[0], $tokens[-1] ];
 }
+
+# T1 across sessions: walk the calls in order of their start; every call
+# that had returned before (in any session) must have a smaller token.
+my @by_end = sort { $a->[2] <=> $b->[2] } @calls;
+my ($done, $max_done, $max_done_client, $violations, $cross_checked) = (0, 0, -1, 0, 0);
+for my $call (sort { $a->[0] <=> $b->[0] } @calls)
+{
+	while ($done < @by_end && $by_end[$done][2] < $call->[0])
+	{
+		($max_done, $max_done_client) = ($by_end[$done][1], $by_end[$done][3])
+		  if $by_end[$done][1] > $max_done;
+		$done++;
+	}
+	next if $done == 0;
+	$cross_checked++ if $max_done_client != $call->[3];
+	if ($call->[1] <= $max_done)
+	{
+		diag("client $call->[3]: token $call->[1] drawn after client "
+			  . "$max_done_client had returned $max_done") if $violations < 5;
+		$violations++;
+	}
+}
+cmp_ok($cross_checked, '>', 1000,
+	"many calls began after another session's call had returned ($cross_checked)");
+is($violations, 0,
+	'every token is above every token returned, in any session, before its call began');
 
 is(scalar keys %seen, $clients * $per_client, 'every token is distinct');
 is($duplicates, 0, 'no token was handed out twice');

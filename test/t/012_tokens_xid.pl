@@ -4,8 +4,10 @@
 # 012_tokens_xid.pl -- T5: issuing tokens never assigns a transaction id,
 # across checkpoints and several reservations, and a lock-holding READ
 # COMMITTED transaction that sits idle shows backend_xid and backend_xmin
-# NULL, so it does not hold back VACUUM.  Tokens within one reservation do
-# not flush WAL: one flush per reservation of 1,000,000 tokens.
+# NULL, so it does not hold back VACUUM: one holding a raw advisory lock and
+# drawing tokens, and one each holding fencing.try_lock, fencing.lock and
+# fencing.lease.  Tokens within one reservation do not flush WAL: one flush
+# per reservation of 1,000,000 tokens.
 
 use strict;
 use warnings;
@@ -56,29 +58,73 @@ is($holder->query_safe('SELECT pg_current_xact_id_if_assigned() IS NULL'),
 is($holder->query_safe("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'transactionid'"),
 	'0', 'no transactionid lock held');
 
-# Idle in the transaction, seen from another session.
-$node->poll_query_until('postgres',
-	"SELECT state = 'idle in transaction' FROM pg_stat_activity WHERE pid = $pid")
-  or die 'the holder did not become idle in transaction';
-is( $node->safe_psql(
-		'postgres',
-		"SELECT backend_xid IS NULL, backend_xmin IS NULL
-		 FROM pg_stat_activity WHERE pid = $pid"),
-	't|t',
-	'idle in transaction: backend_xid and backend_xmin are NULL');
+# Seen from another session: the backend sits idle in its transaction and
+# has neither a transaction id nor an xmin.
+sub check_idle_without_xid
+{
+	my ($backend_pid, $label) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT state = 'idle in transaction' FROM pg_stat_activity WHERE pid = $backend_pid")
+	  or die "$label: the holder did not become idle in transaction";
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT backend_xid IS NULL, backend_xmin IS NULL
+			 FROM pg_stat_activity WHERE pid = $backend_pid"),
+		't|t',
+		"$label: idle in transaction, backend_xid and backend_xmin are NULL");
+	return;
+}
+
+# VACUUM is not held back: rows deleted while the holders sit idle are
+# removable.
+sub check_vacuum_not_held_back
+{
+	my ($table, $label) = @_;
+	$node->safe_psql('postgres',
+		"CREATE TABLE $table AS SELECT g FROM generate_series(1, 1000) g");
+	$node->safe_psql('postgres', "DELETE FROM $table");
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', "VACUUM (VERBOSE) $table");
+	like($stderr, qr/tuples: 1000 removed, 0 remain, 0 are dead but not yet removable/,
+		"VACUUM removes rows deleted while $label sit idle");
+	return;
+}
+
+check_idle_without_xid($pid, 'raw advisory lock and tokens');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT count(*) FROM pg_locks
 		 WHERE pid = $pid AND locktype = 'advisory' AND granted"),
 	'1', 'the holder still holds its lock');
+check_vacuum_not_held_back('churn', 'the token-drawing holder');
 
-# VACUUM is not held back: rows deleted after the holder began are removable.
-$node->safe_psql('postgres',
-	'CREATE TABLE churn AS SELECT g FROM generate_series(1, 1000) g');
-$node->safe_psql('postgres', 'DELETE FROM churn');
-my ($ret, $stdout, $stderr) = $node->psql('postgres', 'VACUUM (VERBOSE) churn');
-like($stderr, qr/tuples: 1000 removed, 0 remain, 0 are dead but not yet removable/,
-	'VACUUM removes rows deleted while the holder sits idle');
+# The same for transactions holding fencing's own locks, idle.
+my %lock_holders;
+for my $call ("fencing.try_lock('t5 try_lock')", "fencing.lock('t5 lock')",
+	"fencing.lease('t5 lease', interval '10 minutes')")
+{
+	my $session = $node->background_psql('postgres');
+	$session->query_safe('BEGIN ISOLATION LEVEL READ COMMITTED');
+	like($session->query_safe("SELECT $call"), qr/^\d+$/, "$call granted a token");
+	$lock_holders{$call} = { session => $session, pid => $session->query_safe('SELECT pg_backend_pid()') };
+}
+for my $call (sort keys %lock_holders)
+{
+	my $lock_pid = $lock_holders{$call}{pid};
+	check_idle_without_xid($lock_pid, "holding $call");
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*) FROM fencing.locks WHERE pid = $lock_pid AND granted"),
+		'1', "the holder of $call still holds its lock");
+}
+check_vacuum_not_held_back('churn_locks', 'fencing lock holders');
+for my $call (sort keys %lock_holders)
+{
+	my $session = $lock_holders{$call}{session};
+	is($session->query_safe('SELECT pg_current_xact_id_if_assigned() IS NULL'),
+		't', "the holder of $call has no transaction id");
+	$session->query_safe('COMMIT');
+	$session->quit;
+}
 
 my $next = $holder->query_safe('SELECT fencing.next_token()');
 cmp_ok($next, '>', $last, 'the holder keeps drawing increasing tokens');

@@ -77,10 +77,10 @@ $standby->start;
 $primary->safe_psql('postgres',
 	"ALTER SYSTEM SET synchronous_standby_names = 'standby'");
 $primary->reload;
-$primary->poll_query_until('postgres',
-	"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'")
-  or die 'the standby did not become synchronous';
-pass('the standby is synchronous');
+ok( $primary->poll_query_until(
+		'postgres',
+		"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'"),
+	'the standby is synchronous');
 
 # With the standby up, a reservation is confirmed and returns.
 my $last = $primary->safe_psql('postgres',
