@@ -94,7 +94,7 @@ $primary->poll_query_until('postgres',
   or die 'the standby did not disconnect';
 
 # Start a call that needs a reservation in a background session; check that
-# it is still waiting for the synchronous standby after 2 seconds; cancel
+# it is still waiting for the synchronous standby a second later; cancel
 # it; the call must fail with an error and print no token.
 sub start_waiting_call
 {
@@ -142,7 +142,7 @@ sub cancel_and_check
 my $latest_before = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
 my $far = $latest_before + 1_000_000_000;
 my $a = start_waiting_call('advance_token', "SELECT fencing.advance_token($far)");
-sleep 2;
+sleep 1;
 check_still_waiting($a);
 cancel_and_check($a, qr/synchronous standbys/);
 cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
@@ -156,7 +156,7 @@ $primary->restart;
 my $b1 = start_waiting_call('next_token after restart, synchronous_commit = off',
 	'SELECT fencing.next_token()', 'SET synchronous_commit = off');
 my $b2 = start_waiting_call('a second next_token', 'SELECT fencing.next_token()');
-sleep 2;
+sleep 1;
 check_still_waiting($b1);
 check_still_waiting($b2);
 my $latest_waiting = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
