@@ -10,6 +10,9 @@
 #   make deb             Debian packages postgresql-NN-fencing for every
 #                        installed server, into debian-build/ (see
 #                        debian/make-deb.sh)
+#   make test-fresh      make demo and make test in brand-new Debian roots
+#                        (bookworm, trixie, forky), as root; see test/fresh/
+#   make dist            the PGXN release zip, fencing-<version>.zip
 
 EXTENSION = fencing
 MODULE_big = fencing
@@ -18,7 +21,17 @@ PGFILEDESC = "fencing - fence tokens, named locks and stale-write rejection"
 
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 
-PG_CONFIG ?= pg_config
+# The server to build for: PG_CONFIG if given; else the pg_config of
+# PG_MAJOR's server if given; else that of the newest installed Debian server
+# (/usr/lib/postgresql/*/bin/postgres), as test/lib/common.sh chooses; else
+# the pg_config on PATH.
+ifndef PG_CONFIG
+ifdef PG_MAJOR
+PG_CONFIG := /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config
+else
+PG_CONFIG := $(or $(patsubst %/postgres,%/pg_config,$(shell ls -d /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sort -V | tail -n 1)),pg_config)
+endif
+endif
 
 # ICU gives us NFKC_Casefold independent of the database's encoding,
 # collation and ctype.
@@ -38,8 +51,20 @@ endif
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 
-PGXS := $(shell $(PG_CONFIG) --pgxs)
+# Without PGXS (postgresql-server-dev-NN not installed yet) only the
+# targets that install what they need work: make test, make demo and
+# make test-fresh, run as root.
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+else
+all install installcheck clean:
+	@echo "PGXS not found ($(PG_CONFIG) --pgxs: '$(PGXS)')." >&2
+	@echo "Install the server's development files, e.g. as root:" >&2
+	@echo "  apt-get install postgresql-server-dev-NN libicu-dev pkg-config gcc make" >&2
+	@echo "(NN: the server's major version).  'make test' and 'make demo' as root install them." >&2
+	@exit 1
+endif
 
 .PHONY: test demo bench bench-peers test-asan deb
 
@@ -60,3 +85,11 @@ bench-peers:
 
 deb:
 	DEB_PG_VERSIONS="$(DEB_PG_VERSIONS)" ./debian/make-deb.sh
+
+.PHONY: test-fresh dist
+
+test-fresh:
+	./test/fresh/run.sh
+
+dist:
+	./test/fresh/dist.sh

@@ -15,8 +15,11 @@
 # Both scenes end with the ledger checked: every customer billed exactly once.
 # Then the guide's "Coordination design" block for this job.
 #
-# As root on Debian 12 it installs missing packages, builds and installs the
-# extension, and runs a throwaway server as user postgres.  As another user it
+# It uses the newest installed PostgreSQL (or the one PG_CONFIG or PG_MAJOR
+# names): 15 on Debian 12, 17 on 13, 18 on forky.  As root it installs what
+# it runs and is missing (test/lib/common.sh maps each command to its Debian
+# package), builds and installs the extension, and runs a throwaway server
+# as user postgres.  As another user it
 # installs nothing and runs the server as that user.  With PGHOST or PGPORT
 # set it uses that server instead (it must preload fencing), in a database it
 # creates and drops.  Nothing is left running: servers, workers and the
@@ -25,8 +28,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_MAJOR=15
-PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+# The PostgreSQL under test (PG_MAJOR, PG_BINDIR, PG_CONFIG) and the check
+# of what the demo runs (ensure_requirements), shared with make test.
+# shellcheck source=test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
 LOCK_NAME='invoice-run:2026-10'
 PERIOD='2026-10'
 LEASE_TTL='2s'
@@ -112,45 +117,19 @@ trap 'exit 143' TERM
 
 # --- packages, build, install ---------------------------------------------
 
-# Debian packages this run needs: the client side always, the server side
-# only when we start our own server and install the extension.
-required_packages()
+# What this run executes: the client side always (psql, gcc and libpq for
+# the workers), the server side only when we start our own server and
+# install the extension.  Missing pieces are installed as root, and named
+# with their Debian packages otherwise.
+ensure_demo_requirements()
 {
-	printf '%s\n' gcc make pkg-config libpq-dev
+	local groups=(client)
+
 	if [ "$USE_EXISTING" = 0 ]; then
-		printf '%s\n' "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" libicu-dev
+		groups=(server build client)
 	fi
-}
-
-missing_packages()
-{
-	local pkg
-
-	for pkg in $(required_packages); do
-		if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-			printf '%s ' "$pkg"
-		fi
-	done
-}
-
-ensure_packages()
-{
-	local missing
-
-	command -v dpkg-query >/dev/null 2>&1 || return 0
-	missing=$(missing_packages)
-	[ -z "$missing" ] && return 0
-	if ! is_root; then
-		die "missing Debian packages: $missing
-as root: apt-get update && apt-get install -y $missing"
-	fi
-	say "installing: $missing"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	# shellcheck disable=SC2086
-	apt-get install -y -qq --no-install-recommends $missing >/dev/null
-	missing=$(missing_packages)
-	[ -z "$missing" ] || die "still missing after apt-get: $missing"
+	ensure_requirements "${groups[@]}" ||
+		die "cannot run the demo without the missing pieces above"
 }
 
 # Build and install the extension into the PostgreSQL that pg_config names.
@@ -159,17 +138,17 @@ build_and_install()
 	local log=$SCRATCH/build.log pkglibdir
 
 	say "building the extension (make WERROR=1) ..."
-	if ! make -C "$ROOT" WERROR=1 -j"$(nproc)" >"$log" 2>&1; then
+	if ! make -C "$ROOT" WERROR=1 -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$log" 2>&1; then
 		tail -n 30 "$log" >&2
 		die "the build failed (log above)"
 	fi
-	pkglibdir=$(pg_config --pkglibdir)
+	pkglibdir=$("$PG_CONFIG" --pkglibdir)
 	if is_root || [ -w "$pkglibdir" ]; then
-		if ! make -C "$ROOT" install >>"$log" 2>&1; then
+		if ! make -C "$ROOT" install PG_CONFIG="$PG_CONFIG" >>"$log" 2>&1; then
 			tail -n 30 "$log" >&2
 			die "make install failed (log above)"
 		fi
-	elif [ ! -e "$pkglibdir/fencing.so" ] || [ ! -e "$(pg_config --sharedir)/extension/fencing.control" ]; then
+	elif [ ! -e "$pkglibdir/fencing.so" ] || [ ! -e "$("$PG_CONFIG" --sharedir)/extension/fencing.control" ]; then
 		die "fencing is not installed and $pkglibdir is not writable:
 run 'sudo make install' once, then 'make demo' again"
 	elif ! cmp -s "$ROOT/fencing.so" "$pkglibdir/fencing.so"; then
@@ -184,8 +163,8 @@ compile_examples()
 
 	mkdir -p "$SCRATCH/bin"
 	for src in invoice_worker correctness_lock; do
-		gcc -O2 -Wall -Wextra -Werror -I"$(pg_config --includedir)" \
-			"$ROOT/examples/$src.c" -L"$(pg_config --libdir)" -lpq \
+		gcc -O2 -Wall -Wextra -Werror -I"$("$PG_CONFIG" --includedir)" \
+			"$ROOT/examples/$src.c" -L"$("$PG_CONFIG" --libdir)" -lpq \
 			-o "$SCRATCH/bin/$src" || die "could not compile examples/$src.c"
 	done
 	WORKER=$SCRATCH/bin/invoice_worker
@@ -543,7 +522,7 @@ EOF
 SCRATCH=$(mktemp -d /tmp/fencing-demo.XXXXXX)
 chmod 755 "$SCRATCH"
 
-ensure_packages
+ensure_demo_requirements
 if [ "$USE_EXISTING" = 0 ]; then
 	build_and_install
 fi

@@ -11,20 +11,23 @@
 #
 # Several suites may be named with commas: "regress,tap".
 #
-# As root it installs missing Debian packages, builds with WERROR=1,
-# installs, and runs every suite as user postgres from a copy of the tree
-# under /tmp.  As another user it checks the packages (and says what is
-# missing), builds in the copy, installs if it may, and runs the suites as
-# itself.
+# It tests the newest installed PostgreSQL (/usr/lib/postgresql/*), or the
+# one PG_CONFIG or PG_MAJOR names.  As root it installs what the suites run
+# and is missing (test/lib/common.sh maps each command to its Debian
+# package), builds with WERROR=1, installs, and runs every suite as user
+# postgres from a copy of the tree under /tmp.  As another user it says
+# exactly what is missing, builds in the copy, installs if it may, and runs
+# the suites as itself.
 #
 # The scratch directory (logs, data directories) is removed after a clean
 # run and kept, with its path printed, after a failure.
 #
-# Environment: FENCING_KEEP_SCRATCH=1 keeps the scratch directory;
+# Environment: PG_CONFIG or PG_MAJOR pick the server (default: the newest
+# installed); FENCING_KEEP_SCRATCH=1 keeps the scratch directory;
 # FENCING_SKIP_BUILD=1 skips the build and install; FENCING_TEST_LOCK names
 # the lock file that keeps two runs on one machine apart (default
-# /tmp/fencing-test.lock); FENCING_TAP_TIMEOUT and
-# FENCING_SUITE_TIMEOUT (seconds) bound a stuck TAP file or suite.
+# /tmp/fencing-test.lock); FENCING_TAP_TIMEOUT and FENCING_SUITE_TIMEOUT
+# (seconds) bound a stuck TAP file or suite.
 
 set -euo pipefail
 
@@ -109,27 +112,17 @@ files_for()
 
 # --- packages ----------------------------------------------------------------
 
-section "packages"
-if ! ensure_packages; then
+section "requirements"
+if ! ensure_requirements server build client suites chaos; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
-if [ ! -x "$PG_BINDIR/postgres" ]; then
-	log "PostgreSQL $PG_MAJOR server not found in $PG_BINDIR"
-	echo "0 passed, 1 failed"
-	exit 1
-fi
+log "PostgreSQL under test: $("$PG_BINDIR/postgres" --version) ($PG_BINDIR)"
 export PATH="$PG_BINDIR:$PATH"
-PG_CONFIG=$PG_BINDIR/pg_config
-[ -x "$PG_CONFIG" ] || PG_CONFIG=$(command -v pg_config)
 
 # --- scratch copy ------------------------------------------------------------
 
-if is_root; then
-	TEST_USER=postgres
-else
-	TEST_USER=$(id -un)
-fi
+TEST_USER=$(unprivileged_user)
 SCRATCH=$(mktemp -d /tmp/fencing-test.XXXXXX)
 COPY=$SCRATCH/src
 mkdir -p "$COPY"

@@ -1,30 +1,130 @@
 # shellcheck shell=bash disable=SC2034
 # test/lib/common.sh -- shared helpers for test/run_all.sh (sourced, not run)
 #
-# Paths of the PostgreSQL 15 installation, package checks, the build, the
-# scratch copy of the tree, running commands as the unprivileged test user,
-# and the pass/fail bookkeeping every suite reports into.
+# Which PostgreSQL is under test (detected, not assumed), the check of every
+# command and module the suites, the demo and the build run (mapped to the
+# Debian package that provides it), the scratch copy of the tree, running
+# commands as the unprivileged test user, and the pass/fail bookkeeping
+# every suite reports into.  examples/demo.sh and test/fresh/ source it too.
 
-PG_MAJOR=${PG_MAJOR:-15}
-PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
-PG_PGXS_TEST=${PG_PGXS_TEST:-/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test}
-PG_REGRESS_BIN=$PG_PGXS_TEST/regress/pg_regress
-PG_ISOLATION_BIN=$PG_PGXS_TEST/isolation/pg_isolation_regress
-PG_TEST_PERL=$PG_PGXS_TEST/perl
+# --- the PostgreSQL under test ------------------------------------------------
+#
+# Nothing assumes a version: the same "make test" and "make demo" run on
+# Debian 12 (PostgreSQL 15), 13 (17) and forky (18).  In this order:
+#   PG_CONFIG   if given: the server that pg_config belongs to;
+#   PG_MAJOR    if given: /usr/lib/postgresql/$PG_MAJOR;
+#   PG_BINDIR   if given (test/asan.sh points it at a private server copy);
+#   otherwise   the newest /usr/lib/postgresql/*/bin/postgres.
+# PG_MAJOR stays empty when no server is installed at all (the demo can
+# still use a server it is given; everything else says what to install).
 
-# Debian packages the suites need.  The PostgreSQL server itself is assumed.
-REQUIRED_PACKAGES=(
-	"postgresql-server-dev-$PG_MAJOR"
-	"postgresql-$PG_MAJOR-pgtap"
-	libipc-run-perl
-	pgbouncer
-	python3-psycopg
-	libicu-dev
-	pkg-config
-	libpq-dev
-	gcc
-	make
-)
+# The major version a pg_config reports ("PostgreSQL 17.12 (Debian ...)" -> 17).
+pg_config_major()
+{
+	"$1" --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p'
+}
+
+# The major version of the newest Debian server installation, if any.
+newest_server_major()
+{
+	local postgres
+
+	for postgres in /usr/lib/postgresql/*/bin/postgres; do
+		[ -x "$postgres" ] && basename "$(dirname "$(dirname "$postgres")")"
+	done | sort -V | tail -n 1
+}
+
+# One answer of pg_config, or the Debian default when pg_config is not there
+# yet (the package that provides it is installed later).
+pg_config_or()
+{
+	local option=$1 default=$2 answer
+
+	answer=$("$PG_CONFIG" "$option" 2>/dev/null) || answer=
+	printf '%s\n' "${answer:-$default}"
+}
+
+detect_postgres()
+{
+	if [ -n "${PG_CONFIG:-}" ]; then
+		PG_CONFIG=$(command -v "$PG_CONFIG" 2>/dev/null || printf '%s' "$PG_CONFIG")
+		PG_MAJOR=$(pg_config_major "$PG_CONFIG")
+		PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir 2>/dev/null)}
+	else
+		if [ -z "${PG_MAJOR:-}" ] && [ -n "${PG_BINDIR:-}" ]; then
+			PG_MAJOR=$(pg_config_major "$PG_BINDIR/pg_config")
+		fi
+		PG_MAJOR=${PG_MAJOR:-$(newest_server_major)}
+		if [ -n "$PG_MAJOR" ]; then
+			PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
+			PG_CONFIG=$PG_BINDIR/pg_config
+		else
+			# no server here: a client-side pg_config (libpq-dev's), if any
+			PG_BINDIR=${PG_BINDIR:-}
+			PG_CONFIG=$(command -v pg_config 2>/dev/null || echo pg_config)
+		fi
+	fi
+	PG_MAJOR=${PG_MAJOR:-}
+	PG_PKGLIBDIR=$(pg_config_or --pkglibdir "/usr/lib/postgresql/$PG_MAJOR/lib")
+	PG_SHAREDIR=$(pg_config_or --sharedir "/usr/share/postgresql/$PG_MAJOR")
+	PG_INCLUDEDIR=$(pg_config_or --includedir /usr/include/postgresql)
+	PG_INCLUDEDIR_SERVER=$(pg_config_or --includedir-server \
+		"/usr/include/postgresql/$PG_MAJOR/server")
+	PG_PGXS_TEST=${PG_PGXS_TEST:-$PG_PKGLIBDIR/pgxs/src/test}
+	PG_REGRESS_BIN=$PG_PGXS_TEST/regress/pg_regress
+	PG_ISOLATION_BIN=$PG_PGXS_TEST/isolation/pg_isolation_regress
+	PG_TEST_PERL=$PG_PGXS_TEST/perl
+	# What the suites' processes find first: this server's programs.
+	TEST_PATH=${PG_BINDIR:+$PG_BINDIR:}/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
+}
+
+detect_postgres
+
+# --- what the suites, the demo and the build run ---------------------------------
+#
+# Checked by what runs (a command, a file, a module that loads), never by
+# package name, and each mapped to the Debian package that provides it.
+# One line each: group | what | check | Debian packages.  Groups:
+#   server  the PostgreSQL under test        build   compiling the extension
+#   client  libpq programs (examples/)       suites  make test's four suites
+#   chaos   the Patroni failover suite
+# Checks: x:FILE is executable, f:FILE exists, cmd:NAME is on the test
+# user's PATH, sh:COMMAND succeeds (with the test user's PATH).  Packages:
+# the first one apt can install ("pkg-config pkgconf": bookworm has the
+# first; later releases keep it as a transitional name for the second).
+requirements()
+{
+	cat <<EOF
+server|PostgreSQL $PG_MAJOR server (postgres)|x:$PG_BINDIR/postgres|postgresql-$PG_MAJOR
+server|pg_config of PostgreSQL $PG_MAJOR|x:$PG_CONFIG|postgresql-client-$PG_MAJOR
+server|psql|x:$PG_BINDIR/psql|postgresql-client-$PG_MAJOR
+build|gcc|cmd:gcc|gcc
+build|make|cmd:make|make
+build|pkg-config|cmd:pkg-config|pkg-config pkgconf
+build|ICU for pkg-config (icu-uc icu-i18n)|sh:pkg-config --exists icu-uc icu-i18n|libicu-dev
+build|PGXS (pgxs.mk)|f:$PG_PKGLIBDIR/pgxs/src/makefiles/pgxs.mk|postgresql-server-dev-$PG_MAJOR
+build|server headers (postgres.h)|f:$PG_INCLUDEDIR_SERVER/postgres.h|postgresql-server-dev-$PG_MAJOR
+client|gcc|cmd:gcc|gcc
+client|psql|cmd:psql|postgresql-client
+client|libpq headers (libpq-fe.h)|f:$PG_INCLUDEDIR/libpq-fe.h|libpq-dev
+suites|pg_regress (PGXS)|x:$PG_REGRESS_BIN|postgresql-server-dev-$PG_MAJOR
+suites|pg_isolation_regress (PGXS)|x:$PG_ISOLATION_BIN|postgresql-server-dev-$PG_MAJOR
+suites|PostgreSQL::Test::Cluster (PGXS)|f:$PG_TEST_PERL/PostgreSQL/Test/Cluster.pm|postgresql-server-dev-$PG_MAJOR
+suites|pgTAP extension for PostgreSQL $PG_MAJOR|f:$PG_SHAREDIR/extension/pgtap.control|postgresql-$PG_MAJOR-pgtap
+suites|pg_prove|cmd:pg_prove|libtap-parser-sourcehandler-pgtap-perl
+suites|prove|cmd:prove|perl
+suites|Perl modules of the TAP files|sh:perl -MTest::More -MTime::HiRes -MUnicode::Normalize -MEncode -MList::Util -MFile::Temp -e1|perl
+suites|IPC::Run (perl -MIPC::Run -e1)|sh:perl -MIPC::Run -e1|libipc-run-perl
+suites|pgbouncer|x:/usr/sbin/pgbouncer|pgbouncer
+suites|psycopg (python3 -c 'import psycopg')|sh:python3 -c 'import psycopg'|python3-psycopg
+chaos|patroni|cmd:patroni|patroni
+chaos|etcd|cmd:etcd|etcd-server
+chaos|etcdctl|cmd:etcdctl|etcd-client
+chaos|patronictl|cmd:patronictl|patroni
+chaos|ip (iproute2)|cmd:ip|iproute2
+chaos|faketime|cmd:faketime|faketime
+EOF
+}
 
 # Per-suite results, filled by record_result.
 declare -A SUITE_PASSED=()
@@ -47,6 +147,17 @@ is_root()
 	[ "$(id -u)" -eq 0 ]
 }
 
+# Who runs the servers and suites: postgres when we are root (initdb and
+# postgres refuse root), ourselves otherwise.
+unprivileged_user()
+{
+	if is_root; then
+		echo postgres
+	else
+		id -un
+	fi
+}
+
 # Add passed/failed/skipped counts to a suite.
 record_result()
 {
@@ -63,55 +174,147 @@ record_result()
 	SUITE_SKIPPED[$suite]=$((SUITE_SKIPPED[$suite] + skipped))
 }
 
-# Print which required packages are missing, one per line.
-missing_packages()
+# Is one requirement met?  Its check, as requirements() writes it.
+requirement_met()
 {
-	local pkg
+	local check=$1
 
-	for pkg in "${REQUIRED_PACKAGES[@]}"; do
-		if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null |
-			grep -q 'install ok installed'; then
-			printf '%s\n' "$pkg"
-		fi
-	done
+	case $check in
+	x:*) [ -x "${check#x:}" ] ;;
+	f:*) [ -e "${check#f:}" ] ;;
+	cmd:*) env PATH="$TEST_PATH" sh -c 'command -v "$1"' sh "${check#cmd:}" >/dev/null 2>&1 ;;
+	sh:*) env PATH="$TEST_PATH" sh -c "${check#sh:}" >/dev/null 2>&1 ;;
+	*) return 1 ;;
+	esac
 }
 
-# Install what is missing (root), or say exactly what to install (not root).
-ensure_packages()
+# Print "what|packages" for every unmet requirement of the groups named,
+# each thing once.
+unmet_requirements()
 {
-	local missing
+	local groups=" $* " group what check packages
+	local -A seen=()
 
-	if ! command -v dpkg-query >/dev/null 2>&1; then
-		log "packages: dpkg-query not found; not a Debian system, checking nothing"
-		return 0
+	while IFS='|' read -r group what check packages; do
+		[[ $groups == *" $group "* ]] || continue
+		[ -z "${seen[$what]+set}" ] || continue
+		seen[$what]=1
+		requirement_met "$check" || printf '%s|%s\n' "$what" "$packages"
+	done < <(requirements)
+}
+
+# The first of a space-separated list of Debian packages that apt can
+# install (it has a candidate); the first of them when apt knows none (apt-get
+# then says why).
+choose_package()
+{
+	local package
+
+	for package in $1; do
+		if apt-cache policy "$package" 2>/dev/null | grep -q 'Candidate: [^(]'; then
+			printf '%s\n' "$package"
+			return 0
+		fi
+	done
+	printf '%s\n' "${1%% *}"
+}
+
+# apt-get install, with the services the packages bring (pgbouncer, etcd,
+# a PostgreSQL cluster) kept from starting system-wide: the suites start
+# their own instances.  The policy-rc.d is ours only if there was none.
+apt_install()
+{
+	local rc=0 policy_written=0
+
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\n# written by fencing test/lib/common.sh during apt-get install\nexit 101\n' \
+			>/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		policy_written=1
 	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" || rc=$?
+	[ "$policy_written" = 0 ] || rm -f /usr/sbin/policy-rc.d
+	return "$rc"
+}
 
-	missing=$(missing_packages | tr '\n' ' ')
-	missing=${missing% }
-	if [ -z "$missing" ]; then
-		log "packages: all present"
-		return 0
-	fi
+# Check what the given groups run; as root install what is missing with
+# apt-get (after apt-get update), otherwise say exactly what is missing and
+# the command that installs it.  Prints what was missing and what was
+# installed.  Returns non-zero if anything is still missing.
+ensure_requirements()
+{
+	local unmet what packages names=() chosen=() before after log rc=0
+	local -A listed=()
 
-	if is_root; then
-		log "packages: installing $missing"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
-		# shellcheck disable=SC2086
-		apt-get install -y -qq --no-install-recommends $missing >/dev/null
-		missing=$(missing_packages | tr '\n' ' ')
-		missing=${missing% }
-		if [ -n "$missing" ]; then
-			log "packages: still missing after apt-get: $missing"
+	# No server at all: as root, Debian's default one (then detect again).
+	if [ -z "$PG_MAJOR" ] && [[ " $* " == *" server "* ]]; then
+		if ! is_root || ! command -v apt-get >/dev/null 2>&1; then
+			log "requirements: no PostgreSQL server found (/usr/lib/postgresql/*/bin/postgres)"
+			log "  as root: apt-get update && apt-get install -y postgresql"
 			return 1
 		fi
-		return 0
+		log "requirements: no PostgreSQL server found; installing Debian's default (postgresql)"
+		apt-get update -qq && apt_install postgresql >/dev/null || return 1
+		detect_postgres
 	fi
 
-	log "packages: missing: $missing"
-	log "install them as root with:"
-	log "  apt-get update && apt-get install -y $missing"
-	return 1
+	unmet=$(unmet_requirements "$@")
+	if [ -z "$unmet" ]; then
+		log "requirements: everything present for PostgreSQL $PG_MAJOR ($*)"
+		return 0
+	fi
+	log "requirements: missing for PostgreSQL $PG_MAJOR:"
+	while IFS='|' read -r what packages; do
+		log "  $what  (Debian package: ${packages// / or })"
+		if [ -z "${listed[${packages%% *}]+set}" ]; then
+			listed[${packages%% *}]=1
+			names+=("$packages")
+		fi
+	done <<<"$unmet"
+
+	if ! is_root || ! command -v apt-get >/dev/null 2>&1; then
+		local first=()
+		for packages in "${names[@]}"; do
+			first+=("${packages%% *}")
+		done
+		log "requirements: install them as root with:"
+		log "  apt-get update && apt-get install -y --no-install-recommends ${first[*]}"
+		return 1
+	fi
+
+	log "requirements: apt-get update"
+	if ! apt-get update -qq; then
+		log "requirements: apt-get update failed"
+		return 1
+	fi
+	for packages in "${names[@]}"; do
+		chosen+=("$(choose_package "$packages")")
+	done
+	log "requirements: apt-get install ${chosen[*]}"
+	before=$(dpkg-query -W -f='${Package}\n' 2>/dev/null | sort)
+	log=$(mktemp /tmp/fencing-apt.XXXXXX)
+	apt_install "${chosen[@]}" >"$log" 2>&1 || rc=$?
+	after=$(dpkg-query -W -f='${Package}\n' 2>/dev/null | sort)
+	rm -f "$log.new"
+	comm -13 <(echo "$before") <(echo "$after") >"$log.new"
+	if [ "$rc" -ne 0 ]; then
+		tail -n 30 "$log"
+		log "requirements: apt-get install failed (exit status $rc); it installed $(grep -c . "$log.new") packages"
+	else
+		log "requirements: installed ${chosen[*]} ($(grep -c . "$log.new") packages with their dependencies)"
+	fi
+	rm -f "$log" "$log.new"
+
+	unmet=$(unmet_requirements "$@")
+	if [ -n "$unmet" ]; then
+		log "requirements: still missing after apt-get:"
+		while IFS='|' read -r what packages; do
+			log "  $what  (Debian package: ${packages// / or })"
+		done <<<"$unmet"
+		return 1
+	fi
+	log "requirements: everything present for PostgreSQL $PG_MAJOR ($*)"
+	return 0
 }
 
 # Copy the source tree (without build products and old test output) into
@@ -135,7 +338,7 @@ as_test_user()
 {
 	local envs=(
 		"HOME=$SCRATCH"
-		"PATH=$PG_BINDIR:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+		"PATH=$TEST_PATH"
 		"LANG=C.UTF-8"
 		"LC_ALL=C.UTF-8"
 		"PG_TEST_EXTRA="
