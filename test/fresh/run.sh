@@ -43,6 +43,8 @@
 #   FRESH_WORKDIR      where roots are built (default /var/tmp)
 #   FRESH_REF          what to export (default HEAD)
 #   FRESH_STEP_TIMEOUT seconds for one step inside a root (default 5400)
+#   FRESH_BUDGET_SECONDS  skip the releases that would end after this many
+#                      seconds, judged by the time the release before took
 #   FENCING_TEST_LOCK  the machine's test lock (default /tmp/fencing-test.lock)
 
 set -euo pipefail
@@ -537,8 +539,9 @@ for tool in mmdebstrap git flock chroot; do
 			"$(case $tool in chroot) echo coreutils ;; flock) echo util-linux ;; *) echo "$tool" ;; esac)" >/dev/null
 	fi
 done
-git -C "$ROOT" rev-parse --verify -q "$REF^{commit}" >/dev/null ||
-	{ log "fresh: $REF is not a commit of $ROOT"; echo "0 passed, 1 failed"; exit 1; }
+# one commit for every root, even if the branch moves meanwhile
+REF=$(git -C "$ROOT" rev-parse --verify -q "$REF^{commit}") ||
+	{ log "fresh: ${FRESH_REF:-HEAD} is not a commit of $ROOT"; echo "0 passed, 1 failed"; exit 1; }
 if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
 	log "fresh: note: the roots get $REF ($(git -C "$ROOT" rev-parse --short "$REF")); uncommitted changes are not in it"
 fi
@@ -550,8 +553,20 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 log "fresh: releases: $RELEASES; mirror: $MIRROR; work: $WORK"
+last_duration=0
 for spec in $RELEASES; do
+	release=${spec%%:*}
+	# with a time budget, a release that would cross it (judged by the one
+	# before) is skipped and said so
+	if [ -n "${FRESH_BUDGET_SECONDS:-}" ] && [ "$last_duration" -gt 0 ] &&
+		[ $((SECONDS - START_SECONDS + last_duration)) -gt "$FRESH_BUDGET_SECONDS" ]; then
+		R_STATUS[$release]=skipped
+		R_LINE[$release]="$release: not run: $((SECONDS - START_SECONDS)) s of the ${FRESH_BUDGET_SECONDS} s budget used, and the last release took $last_duration s"
+		continue
+	fi
+	started=$SECONDS
 	check_release "$spec"
+	last_duration=$((SECONDS - started))
 done
 
 log ""

@@ -92,6 +92,8 @@ detect_postgres
 # user's PATH, sh:COMMAND succeeds (with the test user's PATH).  Packages:
 # the first one apt can install ("pkg-config pkgconf": bookworm has the
 # first; later releases keep it as a transitional name for the second).
+# Debian ships PGXS, pg_regress, pg_isolation_regress and the TAP modules in
+# postgresql-client-NN, the server headers in postgresql-server-dev-NN.
 requirements()
 {
 	cat <<EOF
@@ -102,14 +104,14 @@ build|gcc|cmd:gcc|gcc
 build|make|cmd:make|make
 build|pkg-config|cmd:pkg-config|pkg-config pkgconf
 build|ICU for pkg-config (icu-uc icu-i18n)|sh:pkg-config --exists icu-uc icu-i18n|libicu-dev
-build|PGXS (pgxs.mk)|f:$PG_PKGLIBDIR/pgxs/src/makefiles/pgxs.mk|postgresql-server-dev-$PG_MAJOR
+build|PGXS (pgxs.mk)|f:$PG_PKGLIBDIR/pgxs/src/makefiles/pgxs.mk|postgresql-client-$PG_MAJOR
 build|server headers (postgres.h)|f:$PG_INCLUDEDIR_SERVER/postgres.h|postgresql-server-dev-$PG_MAJOR
 client|gcc|cmd:gcc|gcc
 client|psql|cmd:psql|postgresql-client
 client|libpq headers (libpq-fe.h)|f:$PG_INCLUDEDIR/libpq-fe.h|libpq-dev
-suites|pg_regress (PGXS)|x:$PG_REGRESS_BIN|postgresql-server-dev-$PG_MAJOR
-suites|pg_isolation_regress (PGXS)|x:$PG_ISOLATION_BIN|postgresql-server-dev-$PG_MAJOR
-suites|PostgreSQL::Test::Cluster (PGXS)|f:$PG_TEST_PERL/PostgreSQL/Test/Cluster.pm|postgresql-server-dev-$PG_MAJOR
+suites|pg_regress (PGXS)|x:$PG_REGRESS_BIN|postgresql-client-$PG_MAJOR
+suites|pg_isolation_regress (PGXS)|x:$PG_ISOLATION_BIN|postgresql-client-$PG_MAJOR
+suites|PostgreSQL::Test::Cluster (PGXS)|f:$PG_TEST_PERL/PostgreSQL/Test/Cluster.pm|postgresql-client-$PG_MAJOR
 suites|pgTAP extension for PostgreSQL $PG_MAJOR|f:$PG_SHAREDIR/extension/pgtap.control|postgresql-$PG_MAJOR-pgtap
 suites|pg_prove|cmd:pg_prove|libtap-parser-sourcehandler-pgtap-perl
 suites|prove|cmd:prove|perl
