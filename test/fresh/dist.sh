@@ -5,6 +5,7 @@
 #   test/fresh/dist.sh [REF]              fencing-<version>.zip of REF (default
 #                                         HEAD) in the current directory, then
 #                                         the check below (without installcheck)
+#   test/fresh/dist.sh zip [REF]          only the zip, unchecked
 #   test/fresh/dist.sh check ZIP [--installcheck]
 #                                         unzip into an empty directory, make
 #                                         WERROR=1, make install into a
@@ -153,6 +154,9 @@ EOF
 }
 
 case ${1:-} in
+zip)
+	build_zip "${2:-HEAD}" >/dev/null || exit 1
+	;;
 check)
 	[ $# -ge 2 ] || die "usage: $0 check ZIP [--installcheck]"
 	check_zip "$2" "$([ "${3:-}" = --installcheck ] && echo 1 || echo 0)"

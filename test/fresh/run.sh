@@ -19,7 +19,9 @@
 #   test/fresh/package-check.sh, if the tree has it (the Debian package:
 #                          build, install, installcheck; holding the lock)
 #
-# and two checks of ours: "ip netns add" works inside the root, and a dump
+# and three checks of ours: "ip netns add" works inside the root; the
+# release zip (make dist) builds, installs and passes make installcheck
+# from an empty directory (test/fresh/dist.sh); and a dump
 # of a PostgreSQL 15 cluster (written in the bookworm root) restored into
 # the later releases keeps fencing.resource_fences and continues tokens
 # above the old cluster's (T4), without a manual step (test/fresh/dump.sh).
@@ -287,12 +289,17 @@ build_root()
 	mmdebstrap "${options[@]}" "$release" "$root" "${sources[@]}"
 }
 
-# /proc, /sys, a /dev of the root's own (device nodes, not the host's
-# /dev), /dev/pts, /dev/shm and /run.
+# The root as a mount point of its own ("ip netns add" remounts / inside
+# its namespace, which fails when / is a mere directory: "mount
+# --make-rslave /" failed: Invalid argument), private so nothing mounted
+# below propagates to the host; then /proc, /sys, a /dev of the root's own
+# (device nodes, not the host's /dev), /dev/pts, /dev/shm and /run.
 mount_root()
 {
 	local root=$1 node
 
+	mount --bind "$root" "$root"
+	mount --make-private "$root"
 	mount -t proc proc "$root/proc"
 	mount -t sysfs sysfs "$root/sys"
 	mount -t tmpfs -o mode=755,size=64k fresh-dev "$root/dev"
@@ -356,7 +363,7 @@ DUMP_DIR=
 check_release()
 {
 	local spec=$1 release major dir root t0 t rc passed failed version
-	local build_s=- demo_s=- test_s=- pkg_s=- demo=- tests=- pkg=- netns=- dump=-
+	local build_s=- demo_s=- test_s=- pkg_s=- demo=- tests=- pkg=- netns=- dump=- zip=-
 	local p=0 f=0 dist=
 
 	release=${spec%%:*}
@@ -459,6 +466,25 @@ check_release()
 		pkg="none (no test/fresh/package-check.sh)"
 	fi
 
+	# the release zip (make dist) in an empty directory: make, make install,
+	# make installcheck against a server preloading fencing
+	if [ -n "$DIST_ZIP" ]; then
+		t=$SECONDS
+		rc=0
+		cp "$DIST_ZIP" "$root/root/"
+		run_logged "$dir/zip.log" in_root_locked "$root" \
+			"cd $TREE && bash test/fresh/dist.sh check /root/$(basename "$DIST_ZIP") --installcheck" || rc=$?
+		if [ "$rc" -eq 0 ]; then
+			zip="ok ($((SECONDS - t)) s)"
+			p=$((p + 1))
+		else
+			zip="failed ($((SECONDS - t)) s)"
+			f=$((f + 1))
+			tail -n 40 "$dir/zip.log"
+		fi
+		log "fresh: $release: $(basename "$DIST_ZIP") built, installed and installchecked: $zip"
+	fi
+
 	# a PostgreSQL 15 dump: written here, or restored here
 	if [ "$major" = 15 ] && [ -z "$DUMP_DIR" ]; then
 		rc=0
@@ -519,9 +545,9 @@ check_release()
 		R_STATUS[$release]=ok
 		TOTAL_PASSED=$((TOTAL_PASSED + p))
 	fi
-	R_LINE[$release]=$(printf '%-9s PostgreSQL %-5s demo %s (%s s); make test %s (%s s); package check %s (%s s); netns %s; dump %s; root %s s; total %d s%s' \
+	R_LINE[$release]=$(printf '%-9s PostgreSQL %-5s demo %s (%s s); make test %s (%s s); package check %s (%s s); netns %s; zip %s; dump %s; root %s s; total %d s%s' \
 		"$release" "${version:-?}" "$demo" "$demo_s" "$tests" "$test_s" "$pkg" "$pkg_s" \
-		"$netns" "$dump" "$build_s" $((SECONDS - t0)) "${dist:+; distribution: $dist}")
+		"$netns" "$zip" "$dump" "$build_s" $((SECONDS - t0)) "${dist:+; distribution: $dist}")
 }
 
 # --- main ------------------------------------------------------------------------
@@ -552,6 +578,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# the release zip of the same commit, checked in every root
+DIST_ZIP=
+if (cd "$WORK" && "$ROOT/test/fresh/dist.sh" zip "$REF") >"$WORK/dist.log" 2>&1; then
+	DIST_ZIP=$(ls "$WORK"/fencing-*.zip)
+else
+	cat "$WORK/dist.log"
+	log "fresh: make dist failed: the zip is not checked"
+	TOTAL_FAILED=$((TOTAL_FAILED + 1))
+	KEEP_LOGS=1
+fi
+
 log "fresh: releases: $RELEASES; mirror: $MIRROR; work: $WORK"
 last_duration=0
 for spec in $RELEASES; do
@@ -580,6 +617,7 @@ for spec in $RELEASES; do
 	distribution) [ "$status" -eq 1 ] || status=2 ;;
 	esac
 done
+[ "$TOTAL_FAILED" -eq 0 ] || status=1
 for spec in $RELEASES; do
 	release=${spec%%:*}
 	if [ -n "${R_DIST[$release]:-}" ]; then
