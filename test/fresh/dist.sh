@@ -17,10 +17,11 @@
 #
 # The zip is a git archive of REF with what a user needs to build, install
 # and run make installcheck: the Makefile, the control file and SQL scripts,
-# src/, sql/ and expected/, the README, CHANGELOG, LICENSE, META.json and the
-# client examples.  Not in it: .ci/, test/ (the harness needs root and
-# Debian's test packages), bench/ (results of this machine), debian/, the
-# demo script (it drives test/lib).  The version comes from META.json and
+# src/, sql/ and expected/, test/regress.conf (the server settings
+# installcheck needs, which the README points to), the README, CHANGELOG,
+# LICENSE, META.json and the client examples.  Not in it: .ci/, the rest of
+# test/ (the harness needs root and Debian's test packages), bench/
+# (results of this machine), debian/, the demo script (it drives test/lib).  The version comes from META.json and
 # must match the control file's default_version.
 
 set -euo pipefail
@@ -32,7 +33,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # What a release contains, as git pathspecs.
 DIST_PATHS=(
 	Makefile fencing.control 'fencing--*.sql'
-	src sql expected
+	src sql expected test/regress.conf
 	README.md CHANGELOG.md LICENSE META.json
 	examples ':(exclude)examples/demo.sh'
 )
@@ -105,9 +106,9 @@ check_zip()
 	tree=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 	[ -n "$tree" ] || die "$zip holds no directory"
 	log "dist: $(basename "$zip"): $(find "$tree" -type f | wc -l) files, in an empty directory $work"
-	if [ -e "$tree/.ci" ] || [ -e "$tree/test" ] || [ -e "$tree/bench" ] || [ -e "$tree/debian" ]; then
-		die "the zip holds files a user does not need: $(cd "$tree" && ls -d .ci test bench debian 2>/dev/null | tr '\n' ' ')"
-	fi
+	local extra
+	extra=$(cd "$tree" && { ls -d .ci bench debian 2>/dev/null; find test -type f ! -path test/regress.conf 2>/dev/null; } | tr '\n' ' ')
+	[ -z "$extra" ] || die "the zip holds files a user does not need: $extra"
 
 	make -C "$tree" -s WERROR=1 PG_CONFIG="$PG_CONFIG" >"$work/build.log" 2>&1 ||
 		{ cat "$work/build.log"; die "make failed in the unzipped tree (PostgreSQL $PG_MAJOR)"; }
@@ -125,8 +126,9 @@ check_zip()
 	log "dist: make install: ok (${DESTDIR:+DESTDIR=$DESTDIR }$PG_PKGLIBDIR/fencing.so)"
 	[ "$installcheck" = 1 ] || return 0
 
-	# make installcheck against a server of our own, as a user runs it
-	# against theirs: fencing preloaded, nothing else changed.
+	# make installcheck against a server of our own, set up as the README
+	# tells a user to set up theirs: the settings of test/regress.conf
+	# (the preload, and what some expected outputs show).
 	local user port
 	user=$(unprivileged_user)
 	port=$(free_port)
@@ -138,7 +140,7 @@ check_zip()
 port = $port
 listen_addresses = ''
 unix_socket_directories = '$work'
-shared_preload_libraries = 'fencing'
+include '$tree/test/regress.conf'
 EOF
 	as_test_user pg_ctl -D "$work/data" -l "$work/server.log" -w -t 60 start >/dev/null 2>&1 ||
 		{ tail -n 30 "$work/server.log"; die "the server did not start"; }

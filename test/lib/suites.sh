@@ -270,11 +270,18 @@ run_tap()
 		section "tap: $f"
 		rc=0
 		local file_started=$SECONDS
+		# TESTDIR is what PostgreSQL 15's test modules read; 16 and later
+		# read TESTDATADIR and TESTLOGDIR and otherwise use the relative
+		# "tmp_check" and "log", which break pg_upgrade and server-side
+		# COPY (both resolve paths elsewhere).  Absolute, and the same
+		# place on every version.
 		(cd "$COPY" && as_test_user \
 			"PERL5LIB=$PG_TEST_PERL" \
 			"TEMP_CONFIG=$COPY/test/tap.conf" \
 			"PG_REGRESS=$PG_REGRESS_BIN" \
 			"TESTDIR=$COPY" \
+			"TESTDATADIR=$COPY/tmp_check" \
+			"TESTLOGDIR=$logdir" \
 			timeout -k 30 "$TAP_FILE_TIMEOUT" prove -v "$f") \
 			>"$SCRATCH/tap/$name.out" 2>&1 || rc=$?
 		cat "$SCRATCH/tap/$name.out"
