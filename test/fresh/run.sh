@@ -196,6 +196,7 @@ cleanup()
 	local rc=$?
 
 	trap - EXIT INT TERM
+	[ "$rc" -eq 0 ] || log "fresh: stopped (exit status $rc); removing what this run mounted and created"
 	release_resources || rc=1
 	exit "$rc"
 }
