@@ -15,9 +15,9 @@
 # /run/netns).  Then, as root inside it, exactly the README's commands:
 #
 #   make demo
-#   make test              (holding the machine's test lock)
+#   make test
 #   test/fresh/package-check.sh, if the tree has it (the Debian package:
-#                          build, install, installcheck; holding the lock)
+#                          build, install, installcheck)
 #
 # and three checks of ours: "ip netns add" works inside the root; the
 # release zip (make dist) builds, installs and passes make installcheck
@@ -180,6 +180,7 @@ release_resources()
 		remove_root "$CURRENT_ROOT" || ok=1
 		CURRENT_ROOT=
 	fi
+	unlock_machine
 	if [ -n "$WORK" ] && [ -d "$WORK" ]; then
 		if [ "$KEEP_LOGS" = 1 ] || [ "$ok" -ne 0 ]; then
 			log "fresh: logs kept in $WORK"
@@ -231,17 +232,31 @@ in_root()
 	timeout -k 30 "$STEP_TIMEOUT" chroot "$root" "${ROOT_ENV[@]}" /bin/bash -c "$*"
 }
 
-# The same, holding the machine's test lock (the suites time things, and
-# other runs on this machine share its two cores).  -o: the processes
-# started inside do not inherit the lock.
-in_root_locked()
+# The machine's test lock, held from make test to the last check of a root
+# (the suites time things, and other runs on this machine share its two
+# cores): one wait per release instead of one per step.  Not while building
+# roots.  The lock belongs to the open file, so "flock -u" releases it even
+# if a process started inside the root still has the descriptor.
+LOCK_FD=
+lock_machine()
 {
-	local root=$1
-
-	shift
 	[ -e "$TEST_LOCK" ] || { : >"$TEST_LOCK" && chmod 666 "$TEST_LOCK"; } 2>/dev/null || true
-	flock -o "$TEST_LOCK" \
-		timeout -k 30 "$STEP_TIMEOUT" chroot "$root" "${ROOT_ENV[@]}" /bin/bash -c "$*"
+	exec {LOCK_FD}>>"$TEST_LOCK"
+	if ! flock -n "$LOCK_FD"; then
+		log "fresh: waiting for the machine's test lock ($TEST_LOCK) ..."
+		flock "$LOCK_FD" &
+		CHILD=$!
+		wait "$CHILD"
+		CHILD=
+	fi
+}
+
+unlock_machine()
+{
+	[ -n "$LOCK_FD" ] || return 0
+	flock -u "$LOCK_FD" 2>/dev/null || true
+	exec {LOCK_FD}>&-
+	LOCK_FD=
 }
 
 # What a step counted: the last "N passed, N failed" line of its log, as
@@ -422,11 +437,12 @@ check_release()
 	fi
 	log "fresh: $release: make demo: $demo ($demo_s s)"
 
-	# make test
+	# make test and the checks after it, holding the machine's test lock
+	lock_machine
 	t=$SECONDS
-	log "fresh: $release: make test (waits for the machine's test lock) ..."
+	log "fresh: $release: make test ..."
 	rc=0
-	run_logged "$dir/test.log" in_root_locked "$root" "cd $TREE && make test" || rc=$?
+	run_logged "$dir/test.log" in_root "$root" "cd $TREE && make test" || rc=$?
 	test_s=$((SECONDS - t))
 	read -r passed failed < <(step_counts "$dir/test.log" "$rc")
 	tests="$passed passed, $failed failed"
@@ -454,7 +470,7 @@ check_release()
 		t=$SECONDS
 		rc=0
 		log "fresh: $release: test/fresh/package-check.sh ..."
-		run_logged "$dir/package.log" in_root_locked "$root" \
+		run_logged "$dir/package.log" in_root "$root" \
 			"cd $TREE && bash test/fresh/package-check.sh" || rc=$?
 		pkg_s=$((SECONDS - t))
 		read -r passed failed < <(step_counts "$dir/package.log" "$rc")
@@ -473,7 +489,7 @@ check_release()
 		t=$SECONDS
 		rc=0
 		cp "$DIST_ZIP" "$root/root/"
-		run_logged "$dir/zip.log" in_root_locked "$root" \
+		run_logged "$dir/zip.log" in_root "$root" \
 			"cd $TREE && bash test/fresh/dist.sh check /root/$(basename "$DIST_ZIP") --installcheck" || rc=$?
 		if [ "$rc" -eq 0 ]; then
 			zip="ok ($((SECONDS - t)) s)"
@@ -489,7 +505,7 @@ check_release()
 	# a PostgreSQL 15 dump: written here, or restored here
 	if [ "$major" = 15 ] && [ -z "$DUMP_DIR" ]; then
 		rc=0
-		run_logged "$dir/dump.log" in_root_locked "$root" \
+		run_logged "$dir/dump.log" in_root "$root" \
 			"cd $TREE && bash test/fresh/dump.sh write /root/fencing-dump" || rc=$?
 		if [ "$rc" -eq 0 ]; then
 			DUMP_DIR=$WORK/dump-15
@@ -504,7 +520,7 @@ check_release()
 	elif [ "$major" != 15 ] && [ -n "$DUMP_DIR" ]; then
 		rc=0
 		cp -a "$DUMP_DIR" "$root/root/fencing-dump"
-		run_logged "$dir/dump.log" in_root_locked "$root" \
+		run_logged "$dir/dump.log" in_root "$root" \
 			"cd $TREE && bash test/fresh/dump.sh restore /root/fencing-dump" || rc=$?
 		if [ "$rc" -eq 0 ]; then
 			dump="15 -> $major ok"
@@ -518,6 +534,7 @@ check_release()
 		dump="skipped (no PostgreSQL 15 dump: bookworm did not run first)"
 	fi
 	log "fresh: $release: dump: $dump"
+	unlock_machine
 
 	# A failure here may be the distribution's: a package the suites need
 	# that apt cannot install in this release today.
