@@ -13,6 +13,9 @@
 #   make test-fresh      make demo and make test in brand-new Debian roots
 #                        (bookworm, trixie, forky), as root; see test/fresh/
 #   make dist            the PGXN release zip, fencing-<version>.zip
+#   make chaos           failovers under Patroni + etcd with injected faults
+#                        and a checked ledger (root; see test/chaos/README.md;
+#                        CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODE=sync|async|both)
 
 EXTENSION = fencing
 MODULE_big = fencing
@@ -66,7 +69,7 @@ all install installcheck clean:
 	@exit 1
 endif
 
-.PHONY: test demo bench bench-peers test-asan deb
+.PHONY: test demo bench bench-peers test-asan deb chaos
 
 test:
 	./test/run_all.sh
@@ -93,3 +96,6 @@ test-fresh:
 
 dist:
 	./test/fresh/dist.sh
+
+chaos:
+	./test/chaos/run.sh
