@@ -8,6 +8,8 @@
 #   test/run_all.sh isolation [NAME...]   only isolation specs
 #   test/run_all.sh pgtap [FILE...]       only pgTAP files (test/pgtap/*.sql)
 #   test/run_all.sh tap [FILE...]         only TAP files (test/t/*.pl)
+#   test/run_all.sh chaos                 only the short chaos run
+#                                         (test/chaos/run.sh --short, root)
 #
 # Several suites may be named with commas: "regress,tap".
 #
@@ -55,16 +57,16 @@ START_SECONDS=$SECONDS
 
 # --- arguments -------------------------------------------------------------
 
-SELECTED=(regress isolation pgtap tap)
+SELECTED=(regress isolation pgtap tap chaos)
 FILES=()
 if [ $# -gt 0 ]; then
 	IFS=, read -r -a SELECTED <<<"$1"
 	shift
 	for s in "${SELECTED[@]}"; do
 		case $s in
-		regress | isolation | pgtap | tap) ;;
+		regress | isolation | pgtap | tap | chaos) ;;
 		*)
-			echo "usage: $0 [regress|isolation|pgtap|tap[,...]] [files...]" >&2
+			echo "usage: $0 [regress|isolation|pgtap|tap|chaos[,...]] [files...]" >&2
 			exit 2
 			;;
 		esac

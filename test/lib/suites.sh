@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# test/lib/suites.sh -- the four test suites of test/run_all.sh (sourced)
+# test/lib/suites.sh -- the five test suites of test/run_all.sh (sourced)
 #
 # Each run_* function runs one suite from the scratch copy $COPY as the test
 # user, prints its output, and calls record_result with what it counted.
@@ -9,6 +9,8 @@
 # Seconds before a stuck suite or TAP file is killed.
 SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-900}
 TAP_FILE_TIMEOUT=${FENCING_TAP_TIMEOUT:-600}
+# The short chaos run plans for three minutes; past four it is stuck.
+CHAOS_SUITE_TIMEOUT=${FENCING_CHAOS_TIMEOUT:-240}
 
 # Count pg_regress / pg_isolation_regress results in an output file.
 # Understands the PostgreSQL 15 format
@@ -47,6 +49,27 @@ count_tap_output()
 		line ~ /^not ok [0-9]+/ { failed++; next }
 		END { printf "%d %d %d\n", passed, failed, skipped }
 	' "$1"
+}
+
+# A TAP run that went wrong counts as a failure even when no assertion
+# failed: it exited non-zero (timed out, crashed) or ran no assertion at
+# all.  Adjusts the caller's $failed (it reads $passed too).  Arguments:
+# suite, what ran, its exit status, its time limit in seconds.
+count_broken_run()
+{
+	local suite=$1 what=$2 rc=$3 limit=$4
+
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		log "$suite: $what timed out after ${limit}s"
+	fi
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		log "$suite: $what failed (exit status $rc) without a failing assertion: counted as one failure"
+		failed=1
+	fi
+	if [ $((passed + failed)) -eq 0 ]; then
+		log "$suite: $what ran no assertion: counted as one failure"
+		failed=1
+	fi
 }
 
 # pg_regress stops the whole run when a test has no expected file, so such
@@ -234,14 +257,7 @@ EOF
 		fi
 		cat "$dir/$db.log"
 		read -r passed failed skipped < <(count_tap_output "$dir/$db.log")
-		if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-			log "pgtap: $f failed (exit status $rc) without a failing assertion: counted as one failure"
-			failed=1
-		fi
-		if [ $((passed + failed)) -eq 0 ]; then
-			log "pgtap: $f ran no assertion: counted as one failure"
-			failed=1
-		fi
+		count_broken_run pgtap "$f" "$rc" "$SUITE_TIMEOUT"
 		record_result pgtap "$passed" "$failed" "$skipped"
 	done
 
@@ -286,17 +302,7 @@ run_tap()
 			>"$SCRATCH/tap/$name.out" 2>&1 || rc=$?
 		cat "$SCRATCH/tap/$name.out"
 		read -r passed failed skipped < <(count_tap_output "$SCRATCH/tap/$name.out")
-		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-			log "tap: $f timed out after ${TAP_FILE_TIMEOUT}s"
-		fi
-		if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-			log "tap: $f failed (exit status $rc) without a failing assertion: counted as one failure"
-			failed=1
-		fi
-		if [ $((passed + failed)) -eq 0 ]; then
-			log "tap: $f ran no assertion: counted as one failure"
-			failed=1
-		fi
+		count_broken_run tap "$f" "$rc" "$TAP_FILE_TIMEOUT"
 		if [ "$failed" -gt 0 ] && [ -f "$logdir/regress_log_$name" ]; then
 			log "--- tail of $logdir/regress_log_$name ---"
 			tail -n 60 "$logdir/regress_log_$name"
@@ -305,4 +311,33 @@ run_tap()
 		record_result tap "$passed" "$failed" "$skipped"
 		stop_leftover_servers
 	done
+}
+
+# (e) chaos: fencing through real Patroni failovers (test/chaos/run.sh
+# --short): both modes on one three-node cluster, seeded faults, the
+# checker's assertions as TAP lines.  It runs the fencing.so this run
+# installed, from a private copy of the server.  Network namespaces need
+# root; as another user the suite is skipped.
+run_chaos()
+{
+	local out=$SCRATCH/chaos.log rc=0 passed failed skipped
+
+	section "chaos: short seeded run (test/chaos/run.sh --short)"
+	if ! is_root; then
+		log "chaos: skipped: its network namespaces need root"
+		record_result chaos 0 0 1
+		return 0
+	fi
+	(cd "$COPY" && FENCING_TEST_LOCKED=1 FENCING_SKIP_BUILD=1 \
+		CHAOS_RESULTS="$SCRATCH/chaos" \
+		timeout -k 30 "$CHAOS_SUITE_TIMEOUT" test/chaos/run.sh --short) \
+		>"$out" 2>&1 || rc=$?
+	cat "$out"
+	read -r passed failed skipped < <(count_tap_output "$out")
+	if [ "$rc" -eq 77 ]; then
+		record_result chaos 0 0 1
+		return 0
+	fi
+	count_broken_run chaos test/chaos/run.sh "$rc" "$CHAOS_SUITE_TIMEOUT"
+	record_result chaos "$passed" "$failed" "$skipped"
 }
