@@ -240,15 +240,25 @@ class Run:
         self.clu.mode = mode
         self.clu.wait_healthy(60)
 
-    def wait_recovered(self, kind):
+    def wait_recovered(self, kind, limit=None):
+        """Wait until the cluster is whole again, at most recover_timeout
+        (and at most limit) seconds; a cluster that stays broken is noted,
+        not a violation: the checks hold or fail on their own."""
+        timeout = self.a.recover_timeout if limit is None else min(self.a.recover_timeout, limit)
         try:
-            leader = self.clu.wait_healthy(self.a.recover_timeout)
+            leader = self.clu.wait_healthy(timeout, on_orphan=self.orphan_killed)
             self.event("recovered", after=kind, leader=leader)
             return True
         except TimeoutError as e:
             self.event("not_recovered", after=kind, why=str(e), diagnosis=self.diagnose())
             self.log("WARNING: %s (diagnosis in events.jsonl, logs in logs/)" % e)
             return False
+
+    def orphan_killed(self, node, pid, owner):
+        self.event("orphan_postmaster", node=node, pid=pid, data_dir_pid=owner)
+        self.log("repair: %s ran a postmaster Patroni had lost (pid %d; the data directory names %s):"
+                 " Patroni 3.0.2's double demotion (patroni/patroni#3649); stopped it"
+                 % (node, pid, owner))
 
     def diagnose(self):
         """What the cluster looks like when it does not come back whole."""
@@ -299,11 +309,13 @@ class Run:
                 if kind is None:
                     break
                 self.injector.inject(kind, mode)
-                self.wait_recovered(kind)
+                # the next phase and the end need the time: wait no longer
+                # than this phase lasts, and ten seconds more
+                self.wait_recovered(kind, max(10.0, end - C.mono() + 10))
                 time.sleep(min(self.rng.uniform(2, 4), max(0.0, end - C.mono())))
             time.sleep(max(0.0, end - C.mono()))
         self.injector.undo()
-        self.wait_recovered("end")
+        self.wait_recovered("end", 30)
         time.sleep(2)
         self.event("end")
 
@@ -311,7 +323,7 @@ class Run:
 
     def dump(self):
         """The final database and every node's timeline history, as JSON."""
-        leader = self.clu.wait_healthy(30) if not self.clu.leader() else self.clu.leader()
+        leader = self.clu.wait_leader(60)
         self.event("dump", leader=leader)
         queries = {
             "customers": "SELECT customer_id, monthly_fee::text FROM billing.customers",

@@ -21,10 +21,10 @@ checks, for every phase (mode) of the run:
   3. per row, the fences the audit trail shows accepted never go down, and
      each version starts where the previous one ended;
   4. every token granted by a primary promoted at a failover, or by any
-     later one, is above every token acknowledged before that promotion
-     began; and on each primary incarnation, every token granted is above
-     every token acknowledged there before it was asked for (T1 across a
-     crash restart in place);
+     later one, is above every token acknowledged (and every token granted
+     at all) before that promotion began; and on each primary incarnation,
+     every token granted is above every token acknowledged there before it
+     was asked for (T1, also across a crash restart in place);
   5. no write carrying a token below the row's fence was accepted, on any
      node, at any time: the audit rows of the final database and those each
      worker read back inside its transactions before committing (also the
@@ -524,10 +524,13 @@ class Checker:
                               "token %s was acknowledged there" % (g["w"], g["token"], key[0], key[1],
                                                                      a["w"], a["token"]),
                               self.around(g["sent"], attempts={g["attempt"], a["attempt"]}))
-        # across failovers
-        times = [e["recv"] for e in acks]
+        # across failovers: every token granted by the promoted primary, or a
+        # later one, against every token acknowledged (check 4 proper) and
+        # every token handed out at all (T3) before the promotion began
+        handed = sorted(acks + grants, key=lambda e: e["recv"])
+        times = [e["recv"] for e in handed]
         pmax, best = [], None
-        for e in acks:
+        for e in handed:
             best = e if best is None or e["token"] > best["token"] else best
             pmax.append(best)
         order = sorted(self.incarnations.items(), key=lambda kv: kv[1]["seen"])
@@ -540,14 +543,15 @@ class Checker:
             if not j:
                 continue
             before = pmax[j - 1]
+            what = "acknowledged" if before["ev"] == "ack" else "granted"
             for g in grants:
                 if (self.node_name(g["node"]), g["tl"]) in later:
                     self.failover_checks += 1
                     if g["token"] <= before["token"]:
                         self.fail(4, g["sent"], "token %s granted by %s (timeline %s, promoted at %s or "
-                                  "later) is not above token %s acknowledged before that promotion"
+                                  "later) is not above token %s %s before that promotion"
                                   % (g["token"], self.node_name(g["node"]), g["tl"],
-                                     self.rel(inc["lower"]), before["token"]),
+                                     self.rel(inc["lower"]), before["token"], what),
                                   self.around(inc["lower"], attempts={g["attempt"], before["attempt"]}))
                         break
 

@@ -311,15 +311,67 @@ class Cluster:
             return False, "leader %s: in recovery %s, %d streaming" % (leader, row[0], row[1])
         return True, leader
 
-    def wait_healthy(self, timeout):
+    def wait_healthy(self, timeout, on_orphan=None):
+        """Wait until healthy(); a postmaster that Patroni lost track of is
+        killed on the way (see orphan_postmasters) and reported to
+        on_orphan(node, pid, data_dir_pid)."""
         deadline = mono() + timeout
         why = "?"
+        started = mono()
         while mono() < deadline:
             ok, why = self.healthy()
             if ok:
                 return why
+            if on_orphan and mono() - started > 5:
+                for node, pid, owner in self.orphan_postmasters():
+                    for sig in (signal.SIGCONT, signal.SIGQUIT):
+                        try:
+                            os.kill(pid, sig)
+                        except OSError:
+                            pass
+                    on_orphan(node, pid, owner)
             time.sleep(0.5)
         raise TimeoutError("cluster not healthy after %d s: %s" % (timeout, why))
+
+    def orphan_postmasters(self):
+        """Postmasters running in a node's namespace that are not the one
+        its data directory names.  Patroni 3.0.2 can start two: when a
+        primary that lost the DCS is slow to shut down, the next HA loop
+        demotes it again from the main thread while the first demotion is
+        still running (patroni/patroni#3649, #3372).  The loser of the
+        data directory's lock keeps running on the old listen socket;
+        Patroni then rewinds or re-clones the node, cannot start it (the
+        port is taken), and reports the orphan, which its queries reach,
+        as a running replica.  Only this test's namespaces are looked at."""
+        orphans = []
+        for node in NODES:
+            r = subprocess.run(["ip", "netns", "pids", "%s-%s" % (self.prefix, node)],
+                               capture_output=True, text=True)
+            owner = self.postmaster_pid(node)
+            for pid in (int(p) for p in r.stdout.split()):
+                try:
+                    with open("/proc/%d/comm" % pid) as f:
+                        comm = f.read().strip()
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        argv = f.read().split(b"\0")
+                except OSError:
+                    continue
+                # a postmaster that has run for ten seconds has long written
+                # its pid into its data directory; single-user runs are Patroni's
+                if comm == "postgres" and b"-D" in argv and b"--single" not in argv \
+                        and pid != owner and alive(pid) and process_age(pid) > 10:
+                    orphans.append((node, pid, owner))
+        return orphans
+
+    def wait_leader(self, timeout):
+        """The running leader, waiting for one at most timeout seconds."""
+        deadline = mono() + timeout
+        while mono() < deadline:
+            leader = self.leader()
+            if leader:
+                return leader
+            time.sleep(0.5)
+        raise TimeoutError("no leader after %d s" % timeout)
 
     def postmaster_pid(self, node):
         try:
@@ -386,6 +438,19 @@ def alive(pid):
     except OSError:
         return False
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+
+
+def process_age(pid):
+    """Seconds since pid started (0 when it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except OSError:
+        return 0.0
+    start_ticks = int(stat[stat.rfind(")") + 2:].split()[19])
+    return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
 
 
 def shutil_chown(path):
