@@ -246,7 +246,7 @@ class Run:
         not a violation: the checks hold or fail on their own."""
         timeout = self.a.recover_timeout if limit is None else min(self.a.recover_timeout, limit)
         try:
-            leader = self.clu.wait_healthy(timeout, on_orphan=self.orphan_killed)
+            leader = self.clu.wait_healthy(timeout, on_repair=self.repaired)
             self.event("recovered", after=kind, leader=leader)
             return True
         except TimeoutError as e:
@@ -254,11 +254,9 @@ class Run:
             self.log("WARNING: %s (diagnosis in events.jsonl, logs in logs/)" % e)
             return False
 
-    def orphan_killed(self, node, pid, owner):
-        self.event("orphan_postmaster", node=node, pid=pid, data_dir_pid=owner)
-        self.log("repair: %s ran a postmaster Patroni had lost (pid %d; the data directory names %s):"
-                 " Patroni 3.0.2's double demotion (patroni/patroni#3649); stopped it"
-                 % (node, pid, owner))
+    def repaired(self, node, what):
+        self.event("repair", node=node, what=what)
+        self.log("repair: %s %s" % (node, what))
 
     def diagnose(self):
         """What the cluster looks like when it does not come back whole."""

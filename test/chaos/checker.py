@@ -119,6 +119,8 @@ class Report:
                  ("lost acknowledged commits", "lost_acknowledged"),
                  ("  explained by the async risk", "lost_explained"),
                  ("months billed", "months"),
+                 ("Patroni repairs by the harness", "repairs"),
+                 ("cluster not whole in time", "unrecovered"),
                  ("violations", "violations")]
         width = max(len(r[0]) for r in rows) + 2
         w("%-*s%s\n" % (width, "", "".join("%12s" % n for n in names)))
@@ -241,14 +243,14 @@ class Checker:
                                   "failovers": 0, "switchovers": 0, "grants": 0,
                                   "acknowledged": 0, "unknown": 0, "unknown_committed": 0,
                                   "rejected": 0, "lost_acknowledged": 0, "lost_explained": 0,
-                                  "months": 0, "violations": 0})
+                                  "months": 0, "repairs": 0, "unrecovered": 0, "violations": 0})
         if not self.r.phases:
             self.r.phases.append({"mode": (self.run.get("modes") or ["?"])[0], "start": NEG,
                                   "end": float("inf"), "faults": 0, "fault_kinds": collections.Counter(),
                                   "failovers": 0, "switchovers": 0, "grants": 0, "acknowledged": 0,
                                   "unknown": 0, "unknown_committed": 0, "rejected": 0,
                                   "lost_acknowledged": 0, "lost_explained": 0, "months": 0,
-                                  "violations": 0})
+                                  "repairs": 0, "unrecovered": 0, "violations": 0})
         self.end = end
         for f in self.faults:
             if f["kind"] == "clock_end":
@@ -257,6 +259,11 @@ class Checker:
             p["faults"] += 1
             p["fault_kinds"][f["kind"]] += 1
         for e in self.events:
+            if e["ev"] == "repair":
+                self.r.phase_of(e["mono"])["repairs"] += 1
+                self.r.notes.append("repair at %s: %s %s" % (self.rel(e["mono"]), e["node"], e["what"]))
+            elif e["ev"] == "not_recovered":
+                self.r.phase_of(e["mono"])["unrecovered"] += 1
             if e["ev"] == "fault_static":
                 p = self.r.phases[0]
                 p["faults"] += 1

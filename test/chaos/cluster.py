@@ -311,27 +311,61 @@ class Cluster:
             return False, "leader %s: in recovery %s, %d streaming" % (leader, row[0], row[1])
         return True, leader
 
-    def wait_healthy(self, timeout, on_orphan=None):
-        """Wait until healthy(); a postmaster that Patroni lost track of is
-        killed on the way (see orphan_postmasters) and reported to
-        on_orphan(node, pid, data_dir_pid)."""
+    def wait_healthy(self, timeout, on_repair=None):
+        """Wait until healthy().  With on_repair, the two states Patroni
+        3.0.2 leaves behind and never leaves are repaired on the way, and
+        each repair reported to on_repair(node, what): a postmaster it lost
+        track of is stopped (see orphan_postmasters), and a member that has
+        been running without streaming for 20 s is re-initialised (see
+        stranded_replicas)."""
         deadline = mono() + timeout
         why = "?"
         started = mono()
+        reinit = set()
         while mono() < deadline:
             ok, why = self.healthy()
             if ok:
                 return why
-            if on_orphan and mono() - started > 5:
+            if on_repair and mono() - started > 5:
                 for node, pid, owner in self.orphan_postmasters():
                     for sig in (signal.SIGCONT, signal.SIGQUIT):
                         try:
                             os.kill(pid, sig)
                         except OSError:
                             pass
-                    on_orphan(node, pid, owner)
+                    on_repair(node, "stopped postmaster %d, which its data directory does not name (%s):"
+                              " Patroni started two at a double demotion (patroni/patroni#3649)"
+                              % (pid, owner))
+            if on_repair and mono() - started > 20:
+                for node in self.stranded_replicas():
+                    if node not in reinit:
+                        reinit.add(node)
+                        r = self.patronictl("reinit", "chaos", node, "--force", timeout=60)
+                        on_repair(node, "running but not streaming for 20 s: patronictl reinit (%s)"
+                                  % ((r.stdout + r.stderr).strip().splitlines() or ["?"])[-1])
             time.sleep(0.5)
         raise TimeoutError("cluster not healthy after %d s: %s" % (timeout, why))
+
+    def stranded_replicas(self):
+        """Members Patroni reports as running replicas that the leader does
+        not stream to.  Seen after a double demotion: Patroni re-cloned the
+        node, then ran crash recovery on the fresh copy in single-user
+        mode, whose shutdown checkpoint put its WAL ahead of the leader's;
+        it asks for WAL the leader does not have yet, for ever."""
+        view = self.cluster_view() or {}
+        members = view.get("members", [])
+        leader = next((m["name"] for m in members if m.get("role") == "leader"
+                       and m.get("state") == "running"), None)
+        if not leader:
+            return []
+        try:
+            with self.connect(leader, timeout=2) as conn:
+                streaming = {r[0] for r in conn.execute(
+                    "SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'")}
+        except Exception:
+            return []
+        return [m["name"] for m in members if m["name"] != leader
+                and m.get("state") == "running" and m["name"] not in streaming]
 
     def orphan_postmasters(self):
         """Postmasters running in a node's namespace that are not the one

@@ -208,7 +208,7 @@ cleanup()
 	trap - EXIT INT TERM
 	netns_down || true
 	if [ "${CHAOS_KEEP:-0}" = 1 ]; then
-		log "chaos: run directory kept: $RUN"
+		log "chaos: run directory kept: $RUN" >&2
 	else
 		rm -rf "$RUN"
 	fi
@@ -305,5 +305,6 @@ CHAOS_PID=$!
 wait "$CHAOS_PID" || rc=$?
 CHAOS_PID=
 
-log "chaos: finished in $((SECONDS - START_SECONDS)) s (exit status $rc)"
+# on stderr: the last lines on stdout are the summary's "mode: ..." lines
+log "chaos: finished in $((SECONDS - START_SECONDS)) s (exit status $rc)" >&2
 exit "$rc"
