@@ -202,9 +202,8 @@ class Run:
                 # set after the uid change: libfaketime must not load into setpriv
                 argv = ["env", "LD_PRELOAD=" + FAKETIME_LIB,
                         "FAKETIME=%+d" % self.worker_offset] + argv
-            # already in the client's network namespace: a mount namespace
-            # for the private /dev/shm
-            cmd = ["unshare", "--mount", "--propagation", "private"] + C.private_shm_and_ipc(argv)
+            # already in the client's network namespace
+            cmd = C.private_shm_and_ipc(argv)
             err = open(os.path.join(wdir, name + ".stderr"), "ab")
             self.workers[name] = subprocess.Popen(cmd, env=env, stdout=err, stderr=subprocess.STDOUT,
                                                   stdin=subprocess.DEVNULL, start_new_session=True)

@@ -8,8 +8,8 @@ reaches etcd and Patroni's REST API over TCP, and every node's PostgreSQL
 over its unix socket (a path in the file system, which no partition cuts).
 
 Daemons run as user postgres (initdb and postgres refuse root) through
-"ip netns exec NS setpriv ...", which execs, so the pid we keep is the
-daemon's own.  Each is started in a session of its own, so a Ctrl-C in the
+"nsenter --net=... unshare ... setpriv ...", each of which execs, so the pid
+we keep is the daemon's own.  Each is started in a session of its own, so a Ctrl-C in the
 terminal reaches only the orchestrator, which then stops them in order.
 """
 
@@ -98,7 +98,7 @@ class Cluster:
     def _spawn(self, key, ns, argv, logfile, env=None):
         """Start argv as user postgres inside network namespace ns."""
         out = open(logfile, "ab")
-        cmd = ["ip", "netns", "exec", "%s-%s" % (self.prefix, ns)] + private_shm_and_ipc(argv)
+        cmd = netns_exec(self.prefix, ns) + private_shm_and_ipc(argv)
         full_env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
                     "LC_ALL": "C.UTF-8", "HOME": self.run_dir}
         full_env.update(env or {})
@@ -450,16 +450,25 @@ class Cluster:
                 p.wait()
 
 
+def netns_exec(prefix, ns):
+    """The command prefix that runs a command in one of our network
+    namespaces (nsenter: see netns.sh on why not "ip netns exec")."""
+    return ["nsenter", "--net=/run/netns/%s-%s" % (prefix, ns)]
+
+
 def private_shm_and_ipc(argv):
     """argv run as user postgres with an IPC namespace and a /dev/shm of its
     own: whatever a killed process leaves there (a postmaster's System V
     segment or POSIX segments, libfaketime's semaphore and shared memory
     files) goes away with the last process, and nothing it does can touch
-    another test's.  "ip netns exec" has already given it a mount
-    namespace of its own, so the tmpfs is not seen outside."""
-    return (["unshare", "--ipc", "--", "sh", "-c",
-             "mount -t tmpfs -o mode=1777,size=512m fencing-chaos-shm /dev/shm"
-             " && exec \"$@\"", "sh",
+    another test's.  The tmpfs is mounted in a mount namespace of its own
+    over /dev/shm made private there, so it is not seen outside; where
+    /dev/shm is not a mount point of its own the process uses the shared
+    one."""
+    return (["unshare", "--ipc", "--mount", "--propagation", "unchanged", "--", "sh", "-c",
+             "if mount --make-rprivate /dev/shm 2>/dev/null; then"
+             " mount -t tmpfs -o mode=1777,size=512m fencing-chaos-shm /dev/shm || exit 1; fi;"
+             " exec \"$@\"", "sh",
              "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"]
             + list(argv))
 

@@ -151,7 +151,7 @@ class Injector:
         self.stopped = []
 
     def link(self, node, state):
-        subprocess.run(["ip", "-n", "%s-hub" % self.prefix, "link", "set", "c%s" % node, state],
+        subprocess.run(C.netns_exec(self.prefix, "hub") + ["ip", "link", "set", "c%s" % node, state],
                        check=True)
 
     def do_partition(self, leader):

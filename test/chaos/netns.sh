@@ -22,13 +22,24 @@
 NODES=(n1 n2 n3)
 ETCDS=(e1 e2 e3)
 
-# Run "ip" on one of our namespaces.
+# Run "ip" in one of our namespaces.  nsenter, not "ip -n" or "ip netns
+# exec": those also make "/" a slave mount, which fails in a chroot whose
+# root is not a mount point (a brand-new Debian root is such a chroot).
 netns_ip()
 {
 	local ns=$1
 
 	shift
-	ip -n "$NETNS_PREFIX-$ns" "$@"
+	netns_exec "$ns" ip "$@"
+}
+
+# Run a command in the network namespace of one of ours.
+netns_exec()
+{
+	local ns=$1
+
+	shift
+	nsenter --net="/run/netns/$NETNS_PREFIX-$ns" "$@"
 }
 
 # Link namespace $1 to bridge $3 through a veth pair: "$2" inside the

@@ -140,6 +140,8 @@ CHAOS_COMMANDS=(
 	faketime:faketime
 	gnuplot:gnuplot-nox
 	setpriv:util-linux
+	nsenter:util-linux
+	unshare:util-linux
 	flock:util-linux
 )
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
@@ -293,7 +295,7 @@ netns_up
 # In the background, so that a signal reaches on_signal at once ("wait"
 # returns for it; a foreground command would be waited for first).
 rc=0
-ip netns exec "$NETNS_PREFIX-cl" "$PYTHON" "$HERE/chaos.py" \
+netns_exec cl "$PYTHON" "$HERE/chaos.py" \
 	--run-dir "$RUN" --etcd-dir "$ETCD_DIR" --results "$RESULTS" \
 	--netns-prefix "$NETNS_PREFIX" \
 	--bindir "$PREFIX$CONFIG_BINDIR" --fake-bindir "$RUN/bin-faketime" \
