@@ -289,16 +289,22 @@ class Checker:
                 self.r.notes.append("the monitor never saw %s primary on timeline %s"
                                     % (self.node_name(e["node"]), e["tl"]))
         firsts = sorted(self.incarnations.items(), key=lambda kv: kv[1]["seen"])
-        switch_targets = [(f["start"], f.get("target")) for f in self.faults if f["kind"] == "switchover"]
         for i, (key, inc) in enumerate(firsts):
             inc["first"] = (i == 0)
+            inc["switchover"] = False
             if i == 0:
                 inc["lower"] = NEG
                 continue
-            p = self.r.phase_of(inc["seen"])
-            p["failovers"] += 1
-            if any(s <= inc["seen"] and tgt == key[0] and inc["seen"] - s < 60 for s, tgt in switch_targets):
-                p["switchovers"] += 1
+            self.r.phase_of(inc["seen"])["failovers"] += 1
+        # a switchover's promotion: the first one after it, of its candidate
+        for f in self.faults:
+            if f["kind"] != "switchover":
+                continue
+            nxt = next(((k, inc) for k, inc in firsts if inc["seen"] >= f["start"]), None)
+            if nxt and nxt[0][0] == f.get("target") and nxt[1]["seen"] - f["start"] < 30 \
+                    and not nxt[1]["switchover"]:
+                nxt[1]["switchover"] = True
+                self.r.phase_of(nxt[1]["seen"])["switchovers"] += 1
 
     @staticmethod
     def node_name(ip):
