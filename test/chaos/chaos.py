@@ -41,6 +41,7 @@ import checker                 # noqa: E402
 import plot                    # noqa: E402
 
 LEASE_TTL = 5.0
+CLIENT_TIMEOUT = 6.0
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
@@ -198,6 +199,12 @@ class Run:
                    "--log", os.path.join(wdir, name + ".jsonl"),
                    "--seed", str(self.a.seed), "--lease-ttl", str(LEASE_TTL),
                    "--step-ms", str(self.a.step_ms)]
+            # every other worker gives a silent server up after a while, as a
+            # driver's socket timeout does, and reconnects to whichever node
+            # is primary now; the others hold their connections to a paused
+            # primary until it wakes up
+            if int(name[1:]) % 2 == 0:
+                argv += ["--client-timeout", str(CLIENT_TIMEOUT)]
             if name == self.clock_worker:
                 # set after the uid change: libfaketime must not load into setpriv
                 argv = ["env", "LD_PRELOAD=" + FAKETIME_LIB,
@@ -210,8 +217,9 @@ class Run:
             err.close()
         self.event("fault_static", kind="clock_worker", target=self.clock_worker,
                    offset=self.worker_offset)
-        self.log("%d workers started; %s runs with its clock %+d s off for the whole run"
-                 % (len(self.workers), self.clock_worker, self.worker_offset))
+        self.log("%d workers started (the even ones give a silent server up after %.0f s); "
+                 "%s runs with its clock %+d s off for the whole run"
+                 % (len(self.workers), CLIENT_TIMEOUT, self.clock_worker, self.worker_offset))
 
     def stop_workers(self, grace=5.0):
         for p in self.workers.values():

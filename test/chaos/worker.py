@@ -75,6 +75,15 @@ class Stop(Exception):
     pass
 
 
+class ClientTimeout(psycopg.OperationalError):
+    """No answer within the worker's client-side timeout: the connection
+    is given up, as a driver's socket timeout would."""
+
+
+def _on_alarm(signo, frame):
+    raise ClientTimeout("no answer from the server within the client timeout")
+
+
 class Attempt:
     """One transaction a worker tries: its id (in chaos.commits and the
     audit trail), what it is for, the token it writes with, where it runs,
@@ -102,7 +111,9 @@ class Worker:
         self.stopping = False
         self.customers = []
         self.warnings = []
+        self.timed_out = False
         signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGALRM, _on_alarm)
 
     def _on_term(self, signo, frame):
         self.stopping = True
@@ -146,6 +157,7 @@ class Worker:
         raise Stop()
 
     def drop(self):
+        self.timed_out = False
         if self.conn is not None:
             try:
                 self.conn.close()
@@ -154,7 +166,19 @@ class Worker:
         self.conn = None
 
     def q(self, sql, params=None):
-        return self.conn.execute(sql, params)
+        """One statement; with --client-timeout, given up (ClientTimeout)
+        when the server does not answer in time: a paused server's kernel
+        keeps the connection open, so only the client's own clock can."""
+        if not self.args.client_timeout:
+            return self.conn.execute(sql, params)
+        signal.setitimer(signal.ITIMER_REAL, self.args.client_timeout)
+        try:
+            return self.conn.execute(sql, params)
+        except ClientTimeout:
+            self.timed_out = True
+            raise
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     def rollback(self):
         try:
@@ -164,7 +188,7 @@ class Worker:
             self.drop()
 
     def broken(self):
-        return self.conn is None or self.conn.closed or self.conn.broken
+        return self.conn is None or self.conn.closed or self.conn.broken or self.timed_out
 
     def sleep(self, seconds):
         end = true_mono() + seconds
@@ -403,6 +427,8 @@ def main():
     p.add_argument("--sweeps", type=int, default=3)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--bill-share", type=float, default=0.5)
+    p.add_argument("--client-timeout", type=float, default=0.0,
+                   help="seconds without an answer after which the connection is given up (0: never)")
     args = p.parse_args()
     Worker(args).run()
 
