@@ -134,6 +134,7 @@ extern void fencing_follow_new_children(Oid parentid);
 extern void fencing_statement_hooks_init(void);
 extern bool fencing_merge_running(void);
 extern bool fencing_called_from_top_level(void);
+extern void fencing_lease_keep_limit(void);
 
 /* fence_ddl.c */
 extern void fencing_fence_utility_before(PlannedStmt *pstmt);

@@ -77,6 +77,7 @@ typedef struct HeldLock
 	SubTransactionId subid;		/* (sub)transaction that owns the lock */
 	SubTransactionId lease_subid;	/* outermost one that took a lease on
 									 * it, or InvalidSubTransactionId */
+	int			lease_ttl_ms;	/* shortest ttl of its leases, if any */
 	int			slot;			/* registry slot */
 	uint32		bucket;			/* position in held_index */
 	int			namelen;
@@ -279,6 +280,7 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	h->token = token;
 	h->subid = GetCurrentSubTransactionId();
 	h->lease_subid = InvalidSubTransactionId;
+	h->lease_ttl_ms = 0;
 	h->slot = slot;
 	h->bucket = b;
 	h->namelen = req->namelen;
@@ -832,11 +834,55 @@ fencing_lease(PG_FUNCTION_ARGS)
 	if (h->lease_subid == InvalidSubTransactionId)
 	{
 		h->lease_subid = GetCurrentSubTransactionId();
+		h->lease_ttl_ms = ttl_ms;
 		leases_held++;
 	}
+	else
+		h->lease_ttl_ms = Min(h->lease_ttl_ms, ttl_ms);
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	fencing_stat_add(FENCING_STAT_LEASES_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
+}
+
+/*
+ * Called after each top-level statement.  A lease is only as good as the
+ * idle limit behind it: a holder that ran SET, RESET or set_config() on
+ * idle_in_transaction_session_timeout after lease() would otherwise idle
+ * forever with the lock.  While a lease is in force, put the limit back to
+ * the shortest ttl of the transaction's leases (a SET LOCAL, so the session
+ * value returns when the transaction ends) and say so.  A shorter limit set
+ * by the session stays: it only ends a stalled holder sooner.
+ */
+void
+fencing_lease_keep_limit(void)
+{
+	int			ttl_ms = 0;
+	int			i;
+	char		value[32];
+
+	if (leases_held == 0)
+		return;
+	for (i = 0; i < held_count; i++)
+	{
+		if (held[i].lease_subid != InvalidSubTransactionId &&
+			(ttl_ms == 0 || held[i].lease_ttl_ms < ttl_ms))
+			ttl_ms = held[i].lease_ttl_ms;
+	}
+	if (ttl_ms <= 0 ||
+		(IdleInTransactionSessionTimeout > 0 &&
+		 IdleInTransactionSessionTimeout <= ttl_ms))
+		return;
+
+	snprintf(value, sizeof(value), "%d", ttl_ms);
+	(void) set_config_option("idle_in_transaction_session_timeout", value,
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("idle_in_transaction_session_timeout stays at %d ms while this transaction holds a lease",
+					ttl_ms),
+			 errdetail("A lease ends the session of a holder that sits idle longer than its ttl; a longer or disabled limit would let a stalled holder keep the lock."),
+			 errhint("End the transaction to end the lease; the session's own setting returns then.")));
 }
 
 /*

@@ -138,7 +138,8 @@ statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 
 /*
  * ExecutorFinish: AFTER triggers run here; functions they call are nested
- * statements like any other.
+ * statements like any other.  The end of a top-level statement is where a
+ * lease's idle limit is put back if the statement changed it.
  */
 static void
 statement_ExecutorFinish(QueryDesc *queryDesc)
@@ -158,6 +159,8 @@ statement_ExecutorFinish(QueryDesc *queryDesc)
 		statement_depth = saved_depth;
 	}
 	PG_END_TRY();
+	if (saved_depth == 0)
+		fencing_lease_keep_limit();
 }
 
 /*
@@ -191,6 +194,8 @@ statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	PG_END_TRY();
 
 	fencing_fence_utility_after(pstmt);
+	if (saved_depth == 0)
+		fencing_lease_keep_limit();
 }
 
 /*

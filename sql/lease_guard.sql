@@ -1,0 +1,49 @@
+--
+-- A lease is only as good as the idle limit behind it: while a lease is in
+-- force, idle_in_transaction_session_timeout cannot be lengthened or
+-- switched off by the holder's own session (SET, RESET, set_config, from a
+-- DO block); it is put back to the lease's ttl after the statement, with a
+-- WARNING.  A shorter limit stays.  The session's own value returns when
+-- the transaction ends.
+--
+SET idle_in_transaction_session_timeout = 0;
+BEGIN;
+SELECT fencing.lease('lease-guard', '30 seconds') IS NOT NULL AS granted;
+SHOW idle_in_transaction_session_timeout;
+SET idle_in_transaction_session_timeout = 0;
+SHOW idle_in_transaction_session_timeout;
+RESET idle_in_transaction_session_timeout;
+SHOW idle_in_transaction_session_timeout;
+SELECT set_config('idle_in_transaction_session_timeout', '1h', true) AS in_the_statement;
+SHOW idle_in_transaction_session_timeout;
+DO $$ BEGIN PERFORM set_config('idle_in_transaction_session_timeout', '0', false); END $$;
+SHOW idle_in_transaction_session_timeout;
+-- shorter than the lease: allowed, silently
+SET LOCAL idle_in_transaction_session_timeout = '20s';
+SHOW idle_in_transaction_session_timeout;
+-- a second, shorter lease on another name: the shortest ttl is kept
+SELECT fencing.lease('lease-guard-2', '10 seconds') IS NOT NULL AS granted;
+SET LOCAL idle_in_transaction_session_timeout = '25s';
+SHOW idle_in_transaction_session_timeout;
+COMMIT;
+-- the session's own value is back, and changing it warns no more
+SHOW idle_in_transaction_session_timeout;
+SET idle_in_transaction_session_timeout = '1h';
+SHOW idle_in_transaction_session_timeout;
+
+-- a lease rolled back with its savepoint no longer holds the limit
+BEGIN;
+SAVEPOINT s;
+SELECT fencing.lease('lease-guard', '30 seconds') IS NOT NULL AS granted;
+ROLLBACK TO SAVEPOINT s;
+SET LOCAL idle_in_transaction_session_timeout = 0;
+SHOW idle_in_transaction_session_timeout;
+COMMIT;
+
+-- a plain lock is no lease: nothing is kept
+BEGIN;
+SELECT fencing.try_lock('lease-guard') IS NOT NULL AS granted;
+SET LOCAL idle_in_transaction_session_timeout = 0;
+SHOW idle_in_transaction_session_timeout;
+COMMIT;
+RESET idle_in_transaction_session_timeout;
