@@ -8,14 +8,31 @@
  *	BEGIN;
  *	SELECT fencing.try_lock($name);            -- NULL: busy, ROLLBACK, exit
  *	SELECT fencing.held_token($name);          -- before each side effect
+ *	SELECT fencing.check_fence($name, $token); -- first in every transaction
+ *	                                           -- that writes; FN001: stop
  *	UPDATE example.accounts
  *	   SET balance = balance + $amount, fence = $token
  *	 WHERE id = $id;                           -- FN001: a newer holder exists
  *	COMMIT;
  *
- * The lock keeps healthy pods apart; the fence (fencing.protect on the
- * table) stops a pod whose lock was lost while it was paused.  SQLSTATE FN001
- * means "stop": a newer holder has written, so this pod must not retry.
+ * The lock keeps healthy pods apart; the fences stop a pod whose lock was
+ * lost while it was paused.  There are two, and both are needed:
+ *
+ *	- the run's fence, fencing.check_fence($name, $token), on the lock's
+ *	  resource, before the first write of every transaction that writes for
+ *	  it.  The newest holder's check raised the resource's watermark, so an
+ *	  older holder fails here before it writes anything, including rows the
+ *	  newer holder has not written yet.  A row's own fence cannot stop that:
+ *	  it only knows the holders that wrote the row.
+ *	- the row's fence (fencing.protect on the table): each write carries the
+ *	  token, and the trigger refuses one below the row's fence, whoever
+ *	  wrote it.
+ *
+ * SQLSTATE FN001 from either means "stop": a newer holder exists, so this
+ * pod must not retry.  EXECUTE on fencing.check_fence is revoked from
+ * PUBLIC (fencing 1.1): the role this runs as needs it granted
+ * (examples/ledger.sql grants it to role example_worker; run as a member of
+ * it), or it fails with "permission denied for function check_fence".
  * For a lock the server takes away from a stalled holder, use
  * fencing.lease($name, '30s') in place of fencing.try_lock($name) and call
  * fencing.held_token about every third of the ttl.
@@ -23,8 +40,11 @@
  * usage: correctness_lock LOCK_NAME ACCOUNT_ID AMOUNT [PAUSE_SECONDS]
  *		The connection comes from the PG* environment variables.  The table
  *		comes from examples/ledger.sql.  PAUSE_SECONDS sleeps between taking
- *		the lock and writing, to try the stale path by hand: while it sleeps,
- *		write the row with a newer token from another session, e.g.
+ *		the lock and writing, to try the stale paths by hand: while it
+ *		sleeps, play a newer holder in another session, e.g.
+ *		BEGIN; SELECT fencing.check_fence('invoice-run:2026-10',
+ *		fencing.next_token()); COMMIT;   (the check fails: FN001)
+ *		or write the row with a newer token:
  *		UPDATE example.accounts SET fence = fencing.next_token() WHERE id = 1;
  *
  * Output and exit status:
@@ -110,7 +130,8 @@ run(PGconn *conn, const char *sql, int nparams, const char *const *params,
 }
 
 /*
- * Take the lock, write under it with the token as fence, commit.
+ * Take the lock, check the run's fence, write under it with the token as
+ * the row's fence, commit.
  */
 int
 main(int argc, char **argv)
@@ -179,6 +200,18 @@ main(int argc, char **argv)
 		return EXIT_LOST;
 	}
 	PQclear(res);
+
+	/*
+	 * The run's fence, before the first write of this transaction: fails
+	 * with FN001 if a newer holder has checked it (and waits for that
+	 * holder's transaction if it is still open).
+	 */
+	{
+		const char *params[2] = {name, token};
+
+		PQclear(run(conn, "SELECT fencing.check_fence($1, $2::bigint)", 2, params,
+					PGRES_TUPLES_OK));
+	}
 
 	/* the side effect, carrying the token; the trigger checks it */
 	{

@@ -3,18 +3,31 @@
 
 Copy this when duplicate work would corrupt data.  In one transaction:
 take fencing.try_lock(name) (None: busy, roll back and leave), check
-fencing.held_token(name) before each side effect, write the protected row
-with fence = token, commit.  SQLSTATE FN001 from the fence trigger means a
-newer holder has written: stop and do not retry.  For a lock the server
-takes away from a stalled holder, use fencing.lease(name, '30s') in place of
+fencing.held_token(name) before each side effect, call
+fencing.check_fence(name, token) before the first write, write the protected
+row with fence = token, commit.
+
+Two fences, both needed: check_fence is the run's fence.  The newest
+holder's check raised the watermark of the lock's resource, so an older
+holder fails there before writing anything, including rows the newer holder
+has not written yet (a row's own fence only knows the holders that wrote
+that row).  The row's fence (fencing.protect on the table) refuses a write
+whose token is below the row's.  SQLSTATE FN001 from either means a newer
+holder exists: stop and do not retry.  EXECUTE on fencing.check_fence is
+revoked from PUBLIC (fencing 1.1): run as a role it is granted to
+(examples/ledger.sql grants it to example_worker), or the check fails with
+"permission denied for function check_fence".  For a lock the server takes
+away from a stalled holder, use fencing.lease(name, '30s') in place of
 fencing.try_lock(name) and call fencing.held_token about every third of the
 ttl.
 
 usage: correctness_lock.py LOCK_NAME ACCOUNT_ID AMOUNT [PAUSE_SECONDS]
     The connection comes from the PG* environment variables; the table from
     examples/ledger.sql.  PAUSE_SECONDS sleeps between taking the lock and
-    writing, to try the stale path by hand (write the row with a newer token
-    from another session meanwhile).
+    writing, to try the stale paths by hand (meanwhile, from another
+    session, check the run's fence with a newer token,
+    SELECT fencing.check_fence(LOCK_NAME, fencing.next_token()), or write
+    the row with one).
 
 Output and exit status, as examples/correctness_lock.c:
     got token N for 'NAME'                        (then one of:)
@@ -36,13 +49,14 @@ import psycopg
 
 EXIT_COMMITTED, EXIT_ERROR, EXIT_BUSY, EXIT_STALE, EXIT_LOST = 0, 1, 2, 3, 4
 
-# Our own SQLSTATE for a stale or missing token.  It is not in class 40, so
-# retry decorators that retry serialization failures leave it alone.
+# Our own SQLSTATE for a stale or missing token, from the trigger and from
+# check_fence.  It is not in class 40, so retry decorators that retry
+# serialization failures leave it alone.
 STALE_TOKEN = "FN001"
 
 
 def bill(conn, name, account, amount, pause_seconds):
-    """Take the lock, write under it with the token as fence, commit.
+    """Take the lock, check the run's fence, write with the token, commit.
 
     Returns the exit status.  conn.transaction() commits when the block ends
     normally (after "busy" or "lost" there is nothing to commit) and rolls
@@ -63,6 +77,11 @@ def bill(conn, name, account, amount, pause_seconds):
         if held != token:
             print(f"lost: fencing.held_token('{name}') no longer returns our token; stopping")
             return EXIT_LOST
+
+        # the run's fence, before the first write of this transaction: FN001
+        # if a newer holder has checked it (waits for that holder's
+        # transaction if it is still open)
+        conn.execute("SELECT fencing.check_fence(%s, %s)", (name, token))
 
         # the side effect, carrying the token; the trigger checks it
         cur = conn.execute(

@@ -10,10 +10,22 @@
 # Scene 2: pod-A takes a 2 s lease and starts billing; the demo freezes it
 #          with SIGSTOP (a GC pause, a VM stall); the server ends its session
 #          after the lease; pod-B takes over with a higher token and bills;
-#          pod-A wakes (SIGCONT), reconnects and writes its pending bill with
-#          its old token; the fence trigger rejects it with SQLSTATE FN001.
-# Both scenes end with the ledger checked: every customer billed exactly once.
-# Then the guide's "Coordination design" block for this job.
+#          pod-A wakes (SIGCONT), reconnects and carries on with its pending
+#          bill with its old token; the run's fence (fencing.check_fence)
+#          rejects it with SQLSTATE FN001.
+# Scene 3: the same, but pod-A wakes while pod-B has billed only the first
+#          customer.  The customer pod-A has pending carries no newer fence
+#          yet, so a row fence alone would let pod-A bill it (and pod-B would
+#          bill it again); pod-A's check_fence waits for pod-B's transaction
+#          and fails with FN001 before pod-A writes anything.
+# Every scene ends with the ledger checked: every customer billed exactly
+# once.  Then the guide's "Coordination design" block for this job.
+#
+# Every transaction of a pod that writes for the run first calls
+# fencing.check_fence('<run name>', token); the rows it writes carry the
+# token too.  The pods run as a role of their own (billing_worker), which is
+# no superuser: fencing 1.1 revokes EXECUTE on check_fence from PUBLIC, so
+# the demo grants it to that role, as a deployment must.
 #
 # It uses the newest installed PostgreSQL (or the one PG_CONFIG or PG_MAJOR
 # names): 15 on Debian 12, 17 on 13, 18 on forky.  As root it installs what
@@ -35,6 +47,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOCK_NAME='invoice-run:2026-10'
 PERIOD='2026-10'
 LEASE_TTL='2s'
+# Scene 3's pod-B waits, its transaction open, while the demo wakes pod-A:
+# a longer lease keeps the run its own meanwhile, even on a slow machine.
+HOLD_LEASE_TTL='10s'
 
 # How the ten pods of scene 1 spell the lock: case, surrounding white space
 # (also no-break and ideographic spaces), fullwidth forms and a compatibility
@@ -57,6 +72,8 @@ SCRATCH=
 SERVER_STARTED=0
 DEMO_DB=
 ADMIN_DB=
+WORKER_ROLE=
+ROLE_CREATED=0
 RUN_AS=()
 WORKER_PIDS=()
 USE_EXISTING=0
@@ -105,6 +122,11 @@ cleanup()
 	if [ "$USE_EXISTING" = 1 ] && [ -n "$DEMO_DB" ]; then
 		psql -X -q -d "$ADMIN_DB" -c "DROP DATABASE IF EXISTS \"$DEMO_DB\" WITH (FORCE)" >/dev/null 2>&1 ||
 			printf 'demo: could not drop database %s; drop it by hand\n' "$DEMO_DB" >&2
+	fi
+	# after the database: the role's grants lived there
+	if [ "$USE_EXISTING" = 1 ] && [ "$ROLE_CREATED" = 1 ]; then
+		psql -X -q -d "$ADMIN_DB" -c "DROP ROLE IF EXISTS \"$WORKER_ROLE\"" >/dev/null 2>&1 ||
+			printf 'demo: could not drop role %s; drop it by hand\n' "$WORKER_ROLE" >&2
 	fi
 	if [ -n "$SCRATCH" ]; then
 		rm -rf "$SCRATCH"
@@ -241,24 +263,50 @@ psql_demo()
 	psql -X -q -v ON_ERROR_STOP=1 -d "$DEMO_DB" "$@"
 }
 
-# A database of our own, on either server, so we clean up exactly what we made.
+# A database and a worker role of our own, on either server, so we clean up
+# exactly what we made.  The pods run as the role: it is what a deployment
+# grants check_fence to (fencing 1.1 revokes EXECUTE from PUBLIC).
 create_demo_database()
 {
 	if [ "$USE_EXISTING" = 1 ]; then
 		DEMO_DB=fencing_demo_$$
+		WORKER_ROLE=billing_worker_$$
 	else
 		DEMO_DB=fencing_demo
+		WORKER_ROLE=billing_worker
 	fi
 	psql -X -q -v ON_ERROR_STOP=1 -d "$ADMIN_DB" -c "CREATE DATABASE \"$DEMO_DB\"" >/dev/null ||
 		{ DEMO_DB=; die "cannot create the demo database"; }
-	psql_demo -c 'CREATE EXTENSION fencing' >/dev/null
+	psql -X -q -v ON_ERROR_STOP=1 -d "$ADMIN_DB" -c "CREATE ROLE \"$WORKER_ROLE\" NOLOGIN" >/dev/null ||
+		die "cannot create the role $WORKER_ROLE"
+	ROLE_CREATED=1
+	psql_demo -v worker_role="$WORKER_ROLE" >/dev/null <<'EOF'
+CREATE EXTENSION fencing;
+GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO :"worker_role";
+EOF
 	export PGDATABASE=$DEMO_DB
+	say "the pods run as role $WORKER_ROLE (no superuser); fencing 1.1 revokes check_fence from PUBLIC, so:"
+	say "    GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE;"
 }
 
-# A fresh ledger: five customers, and the fence on the accounts.
+# Start one pod in the background as the worker role, its events appended
+# to EVENTS; WORKER_PID is its pid.
+start_worker()
+{
+	local events=$1
+
+	shift
+	PGOPTIONS="${PGOPTIONS:-} -c role=$WORKER_ROLE" \
+		"$WORKER" --period "$PERIOD" "$@" >>"$events" 2>>"$SCRATCH/workers.err" &
+	WORKER_PID=$!
+	WORKER_PIDS+=("$WORKER_PID")
+}
+
+# A fresh ledger: five customers, the fence on the accounts, and what the
+# worker role may do with them.
 setup_ledger()
 {
-	psql_demo >/dev/null <<'EOF'
+	psql_demo -v worker_role="$WORKER_ROLE" >/dev/null <<'EOF'
 SET client_min_messages = warning;
 DROP SCHEMA IF EXISTS billing CASCADE;
 CREATE SCHEMA billing;
@@ -275,12 +323,21 @@ CREATE TABLE billing.invoices (
 	period		text NOT NULL,
 	amount		numeric(10,2) NOT NULL,
 	token		bigint NOT NULL,
-	worker		text NOT NULL
+	worker		text NOT NULL,
+	-- The fences order the holders; they cannot undo a bill a stale pod
+	-- committed before the new holder's first check_fence (say, while nobody
+	-- held the run yet).  Should that happen, the new holder fails here
+	-- (23505) rather than billing the customer twice.
+	UNIQUE (customer_id, period)
 );
 INSERT INTO billing.accounts (customer_id, name, monthly_fee) VALUES
 	(1, 'Acme', 120.00), (2, 'Globex', 80.00), (3, 'Initech', 45.50),
 	(4, 'Umbrella', 300.00), (5, 'Hooli', 99.90);
 SELECT fencing.protect('billing.accounts');
+GRANT USAGE ON SCHEMA billing TO :"worker_role";
+GRANT SELECT, UPDATE ON billing.accounts TO :"worker_role";
+GRANT SELECT, INSERT ON billing.invoices TO :"worker_role";
+GRANT USAGE ON SEQUENCE billing.invoices_invoice_id_seq TO :"worker_role";
 EOF
 }
 
@@ -387,11 +444,9 @@ scene_race()
 	t0=$(now_usec)
 	for i in "${!SPELLINGS[@]}"; do
 		label=$(printf 'w%02d' $((i + 1)))
-		"$WORKER" --worker "$label" --lock "${SPELLINGS[$i]}" --period "$PERIOD" \
-			--gate --step-ms 150 >>"$events" 2>>"$SCRATCH/workers.err" &
-		pids+=($!)
+		start_worker "$events" --worker "$label" --lock "${SPELLINGS[$i]}" --gate --step-ms 150
+		pids+=("$WORKER_PID")
 		labels+=("$label")
-		WORKER_PIDS+=($!)
 	done
 	wait_for_events "$events" ready ${#SPELLINGS[@]}
 	note "$events" demo go - "all ${#SPELLINGS[@]} pods connected; SIGUSR1 to all: ask for the lock now"
@@ -434,25 +489,21 @@ backend_pid_of()
 	event_field "$1" "$2" ready 5 | sed -n 's/^backend pid \([0-9]*\);.*/\1/p'
 }
 
-scene_pause()
+# Start pod-A with a short lease, let it bill N customers, freeze it
+# (SIGSTOP: a GC pause, a VM stall) with its transaction open, and wait
+# until the server ends its session for outliving the lease.  Sets PID_A,
+# TOKEN_A and STOPPED_AT.
+freeze_pod_a_past_its_lease()
 {
-	local events=$SCRATCH/pause.events t0 pid_a pid_b backend_a rc_a=0 rc_b=0 held deadline
-	local token_a token_b stopped_at resumed_at
+	local events=$1 bills=$2 backend_a held deadline
 
-	say ""
-	say "=== Scene 2: the pod holding the run freezes longer than its lease ==="
-	setup_ledger
-	: >"$events"
-	t0=$(now_usec)
-
-	"$WORKER" --worker pod-A --lock "$LOCK_NAME" --period "$PERIOD" --lease "$LEASE_TTL" \
-		--step-ms 400 --naive-resume >>"$events" 2>>"$SCRATCH/workers.err" &
-	pid_a=$!
-	WORKER_PIDS+=("$pid_a")
-	wait_for_events "$events" bill 2 pod-A
-	kill -STOP "$pid_a"
-	stopped_at=$(now_usec)
-	token_a=$(event_field "$events" pod-A got 4)
+	start_worker "$events" --worker pod-A --lock "$LOCK_NAME" --lease "$LEASE_TTL" \
+		--step-ms 400 --naive-resume
+	PID_A=$WORKER_PID
+	wait_for_events "$events" bill "$bills" pod-A
+	kill -STOP "$PID_A"
+	STOPPED_AT=$(now_usec)
+	TOKEN_A=$(event_field "$events" pod-A got 4)
 	backend_a=$(backend_pid_of "$events" pod-A)
 	note "$events" demo stop - "SIGSTOP pod-A: frozen mid-run (a GC pause, a VM stall), its transaction open"
 	held=$(psql_demo -At -c "SELECT format('%s held by backend %s with token %s', name, pid, token)
@@ -467,37 +518,119 @@ scene_pause()
 		sleep 0.1
 	done
 	note "$events" server ended - "ended pod-A's session (backend $backend_a): idle in its transaction longer than the $LEASE_TTL lease; the lock is free, pod-A's uncommitted bills are rolled back"
+}
 
-	"$WORKER" --worker pod-B --lock 'Invoice-Run:2026-10' --period "$PERIOD" --lease "$LEASE_TTL" \
-		--step-ms 100 >>"$events" 2>>"$SCRATCH/workers.err" &
-	pid_b=$!
-	WORKER_PIDS+=("$pid_b")
-	wait "$pid_b" || rc_b=$?
-	[ "$rc_b" = 0 ] || { cat "$SCRATCH/workers.err" >&2; print_timeline "$events" "$t0"; die "pod-B did not bill (exit $rc_b)"; }
-	token_b=$(event_field "$events" pod-B got 4)
+# The end of a scene with pod-A and pod-B, both exited: print the timeline,
+# then check that pod-B billed (exit 0) with a higher token, and that pod-A
+# was stopped by the run's fence, fencing.check_fence (exit 3, FN001 "for
+# resource"), before it wrote anything.
+show_pod_a_fenced_out()
+{
+	local events=$1 t0=$2 rc_a=$3 rc_b=$4 token_b
 
-	note "$events" demo cont - "SIGCONT pod-A: it wakes up believing it still holds the run"
-	resumed_at=$(now_usec)
-	kill -CONT "$pid_a"
-	wait "$pid_a" || rc_a=$?
 	WORKER_PIDS=()
-
 	say ""
 	say "  timeline (seconds since the scene began):"
 	print_timeline "$events" "$t0"
 	say ""
-	if [ -z "$token_a" ] || [ -z "$token_b" ] || [ "$token_b" -le "$token_a" ]; then
-		die "FAILED: pod-B's token ($token_b) is not above pod-A's ($token_a)"
-	fi
-	if [ "$rc_a" != 3 ] || ! grep -q $'\tpod-A\trejected\t.*SQLSTATE FN001' "$events"; then
+	token_b=$(event_field "$events" pod-B got 4)
+	if [ "$rc_b" != 0 ]; then
 		cat "$SCRATCH/workers.err" >&2
-		die "FAILED: pod-A's stale write was not rejected with FN001 (exit $rc_a)"
+		die "FAILED: pod-B did not bill (exit $rc_b)"
 	fi
-	say "  pod-A's token $token_a < pod-B's token $token_b: pod-A's late write was rejected (FN001); pod-B's bills stand."
-	PAUSE_TOKEN_A=$token_a
-	PAUSE_TOKEN_B=$token_b
-	PAUSE_SECONDS=$(awk -v a="$stopped_at" -v b="$resumed_at" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
-	check_ledger "$token_b"
+	if [ -z "$TOKEN_A" ] || [ -z "$token_b" ] || [ "$token_b" -le "$TOKEN_A" ]; then
+		die "FAILED: pod-B's token ($token_b) is not above pod-A's ($TOKEN_A)"
+	fi
+	if [ "$rc_a" != 3 ] ||
+		! grep -q $'\tpod-A\trejected\t.*SQLSTATE FN001: stale fence token [0-9]* for resource' "$events"; then
+		cat "$SCRATCH/workers.err" >&2
+		die "FAILED: pod-A was not stopped with FN001 by the run's fence, fencing.check_fence (exit $rc_a)"
+	fi
+	TOKEN_B=$token_b
+}
+
+scene_pause()
+{
+	local events=$SCRATCH/pause.events t0 rc_a=0 rc_b=0 resumed_at
+
+	say ""
+	say "=== Scene 2: the pod holding the run freezes longer than its lease ==="
+	setup_ledger
+	: >"$events"
+	t0=$(now_usec)
+
+	freeze_pod_a_past_its_lease "$events" 2
+	start_worker "$events" --worker pod-B --lock 'Invoice-Run:2026-10' --lease "$LEASE_TTL" --step-ms 100
+	wait "$WORKER_PID" || rc_b=$?
+
+	note "$events" demo cont - "SIGCONT pod-A: it wakes up believing it still holds the run"
+	resumed_at=$(now_usec)
+	kill -CONT "$PID_A"
+	wait "$PID_A" || rc_a=$?
+	show_pod_a_fenced_out "$events" "$t0" "$rc_a" "$rc_b"
+	say "  pod-A's token $TOKEN_A < pod-B's token $TOKEN_B: pod-A's check_fence on the run was rejected (FN001)"
+	say "  before it wrote anything; pod-B's bills stand."
+	PAUSE_TOKEN_A=$TOKEN_A
+	PAUSE_TOKEN_B=$TOKEN_B
+	PAUSE_SECONDS=$(awk -v a="$STOPPED_AT" -v b="$resumed_at" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+	check_ledger "$TOKEN_B"
+}
+
+# --- scene 3: the stale pod wakes in the middle of the new holder's run -------
+
+# Wait until pod-A's check_fence waits for a lock (pod-B's open transaction
+# holds the run's fence row), or pod-A has ended (it did not wait: without
+# the run's fence it would bill and commit at once).
+wait_for_pod_a_to_wait_or_end()
+{
+	local events=$1 deadline
+
+	deadline=$((SECONDS + 20))
+	while :; do
+		if [ "$(psql_demo -At -c "SELECT count(*) FROM pg_stat_activity
+		                           WHERE application_name = 'pod-A' AND wait_event_type = 'Lock'")" != 0 ]; then
+			note "$events" demo view - "pod-A's check_fence waits: pod-B's open transaction holds the run's fence"
+			return
+		fi
+		if awk -F'\t' '$2 == "pod-A" && ($3 == "commit" || $3 == "stop" || $3 == "error")' "$events" | grep -q .; then
+			return
+		fi
+		[ $SECONDS -lt $deadline ] || die "FAILED: pod-A neither waited for pod-B nor ended"
+		sleep 0.05
+	done
+}
+
+scene_wake_mid_run()
+{
+	local events=$SCRATCH/midrun.events t0 pid_b rc_a=0 rc_b=0
+
+	say ""
+	say "=== Scene 3: the frozen pod wakes up while the new holder is half way through the run ==="
+	setup_ledger
+	: >"$events"
+	t0=$(now_usec)
+
+	freeze_pod_a_past_its_lease "$events" 1
+	start_worker "$events" --worker pod-B --lock 'Invoice-Run:2026-10' --lease "$HOLD_LEASE_TTL" \
+		--step-ms 100 --hold-after 1
+	pid_b=$WORKER_PID
+	wait_for_events "$events" hold 1 pod-B
+
+	note "$events" demo cont - "SIGCONT pod-A: pod-B has billed only Acme; the customers after it carry no newer fence yet"
+	kill -CONT "$PID_A"
+	wait_for_pod_a_to_wait_or_end "$events"
+	note "$events" demo go - "SIGUSR1 pod-B: it carries on with the run"
+	kill -USR1 "$pid_b"
+	wait "$pid_b" || rc_b=$?
+	wait "$PID_A" || rc_a=$?
+	show_pod_a_fenced_out "$events" "$t0" "$rc_a" "$rc_b"
+	say "  pod-A woke while pod-B had billed only Acme.  The bill pod-A had pending was for a customer"
+	say "  pod-B had not reached: that row carried no newer fence, so a row fence alone would have let"
+	say "  pod-A bill it, and pod-B would then have billed it again.  pod-A's check_fence on the run"
+	say "  waited for pod-B's transaction and was rejected (FN001) before pod-A wrote anything."
+	MIDRUN_TOKEN_A=$TOKEN_A
+	MIDRUN_TOKEN_B=$TOKEN_B
+	check_ledger "$TOKEN_B"
 }
 
 # --- the design block ---------------------------------------------------------
@@ -509,11 +642,11 @@ print_design()
 ## Coordination design: nightly invoice run ($LOCK_NAME)
 **Failure being prevented:** Two pods run the nightly invoice job and customers get billed twice.
 **Lock type:** correctness (a second run bills every customer again; duplicate work corrupts the ledger).
-**Mechanism:** lease + fence: the run's transaction takes fencing.lease('$LOCK_NAME', ttl); every write to billing.accounts carries the lease's token (fence = token), and the invoice line goes in the same statement.
+**Mechanism:** lease + fence: the run's transaction takes fencing.lease('$LOCK_NAME', ttl), then, before its first write, fencing.check_fence('$LOCK_NAME', token) (every transaction that writes for the run does this first); every write to billing.accounts carries the lease's token (fence = token), and the invoice line goes in the same statement.
 **Store:** Postgres, the database that holds the ledger (fencing extension: a transaction-scoped advisory lock on fencing.lock_key(name), names normalised for case, width and white space).
 **TTL and renewal:** ttl $LEASE_TTL in this demo (in production: longer than the worst pause plus one step of work, e.g. 5 min); every statement renews it; the job calls fencing.held_token before each customer and never lets a third of the ttl pass without a statement. When the check fails or the session is gone, the job stops; it never reconnects to carry on with its old token.
-**Fencing:** token from fencing.lease (cluster-wide, strictly increasing, durable); checked at the resource by the fencing.reject_stale trigger on billing.accounts.fence (fencing.protect); a stale write fails with SQLSTATE FN001 and the job stops without retrying.
-**Tests:** concurrency: $RACE_PODS processes, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy, each customer billed once. Expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS}s against a $LEASE_TTL ttl; the server ended its session; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's resumed write was rejected with FN001; each customer billed once. Release: the lock ends with its transaction, so there is no release call that could free another holder's lock. Regression: make test (test/t/090_examples.pl runs examples/correctness_lock.c and .py).
+**Fencing:** token from fencing.lease (cluster-wide, strictly increasing, durable); checked twice at the resource. (1) The run's fence: fencing.check_fence on '$LOCK_NAME', first in every transaction that writes; the newest holder's check raises the run's watermark, so an older holder fails there before writing anything, also to customers the newer holder has not reached yet, whose rows carry no newer fence (a row fence alone would let it bill them, and the newer holder would bill them again). The pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE (revoked from PUBLIC in fencing 1.1). (2) The rows' fences: the fencing.reject_stale trigger on billing.accounts.fence (fencing.protect). A stale holder gets SQLSTATE FN001 and the job stops without retrying.
+**Tests:** concurrency: $RACE_PODS processes, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy, each customer billed once. Expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS}s against a $LEASE_TTL ttl; the server ended its session; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's resumed check_fence failed with FN001; each customer billed once. Wake mid-run: pod-A (token $MIDRUN_TOKEN_A) resumed while pod-B (token $MIDRUN_TOKEN_B) had billed 1 of $CUSTOMERS customers; pod-A's check_fence waited for pod-B and failed with FN001 before any write; each customer billed once. Release: the lock ends with its transaction, so there is no release call that could free another holder's lock. Regression: make test (test/t/090_examples.pl runs this demo and examples/correctness_lock.c and .py, including the stale holder that writes a row the newer one has not reached); test/isolation/specs/fence_interleaving.spec.
 EOF
 }
 
@@ -536,6 +669,7 @@ create_demo_database
 
 scene_race
 scene_pause
+scene_wake_mid_run
 print_design
 
 say ""

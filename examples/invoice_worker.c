@@ -13,24 +13,46 @@
  *	   fencing.try_lock(name), or fencing.lease(name, ttl) for a lease the
  *	   server enforces, and gets a fence token; NULL means another pod has
  *	   the run and this one exits;
- *	3. bills every customer: before each side effect it checks
+ *	3. before its first write, calls fencing.check_fence(name, token): the
+ *	   run's fence.  It raises the run's watermark to this token, or fails
+ *	   with SQLSTATE FN001 if a newer holder has already raised it;
+ *	4. bills every customer: before each side effect it checks
  *	   fencing.held_token(name), then updates billing.accounts with
  *	   fence = token (the fencing.reject_stale trigger refuses a token below
  *	   the row's fence) and inserts the invoice line in the same statement;
- *	4. commits.
+ *	5. commits.
+ *
+ * Why the run's fence as well as the rows' fences: a row's fence only knows
+ * the holders that have written that row.  A stale pod that wakes while the
+ * new holder is half way through the run would find the customers the new
+ * holder has not reached yet without a newer fence, bill them with its old
+ * token, and the new holder would then bill them again.  check_fence on the
+ * run's resource, first in every transaction that writes for the run, lets
+ * one newer holder fence out every older one for the whole run: the new
+ * holder's first check raised the watermark (and keeps its row locked until
+ * its transaction ends, so a stale pod's check waits for it and then fails).
+ * EXECUTE on check_fence is revoked from PUBLIC in fencing 1.1: the role the
+ * pods run as needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text,
+ * bigint) (examples/demo.sh grants it to its worker role).
  *
  * With --naive-resume the worker behaves like a pod that was paused and
  * does not know it lost its lease: when its session turns out to be gone it
- * reconnects and carries on writing its pending bill with the token it
- * already has.  The fence at the resource is what stops it: the write fails
+ * reconnects and carries on with its pending bill (the first customer it has
+ * not billed) with the token it already has.  The fence at the resource is
+ * what stops it: its check_fence (or, failing that, the row's fence) fails
  * with SQLSTATE FN001, and the worker stops for good (a stale holder must
  * never retry).  Without --naive-resume a lost session simply ends the run,
  * which is what a real job should do.
  *
+ * With --hold-after N the worker stops after billing N customers, its
+ * transaction open, until it gets SIGUSR1: the demo uses it to wake a stale
+ * pod in the middle of this pod's run.
+ *
  * Output: one event per line on stdout, tab-separated, for the driver to
  * assemble into a timeline:
  *		microseconds-since-epoch  worker  event  token|-  text
- * Events: ready, got, busy, bill, commit, lost, resume, rejected, stop, error.
+ * Events: ready, got, check, busy, bill, hold, commit, lost, resume,
+ * rejected, stop, error.
  *
  * Exit status: 0 billed and committed, 2 busy, 3 stale write rejected
  * (FN001), 4 lost the lock and stopped, 1 anything else.
@@ -71,6 +93,10 @@
 #define MAX_CUSTOMERS	64
 #define STALE_SQLSTATE	"FN001"
 
+/* which fence rejected a statement, for the timeline */
+#define RUN_FENCE		"the run's fence (check_fence)"
+#define ROW_FENCE		"the row's fence"
+
 typedef struct Customer
 {
 	char		id[16];
@@ -87,6 +113,7 @@ typedef struct WorkerOptions
 	const char *dsn;			/* NULL: PG* environment */
 	int			step_ms;		/* pause between customers (work time) */
 	int			gate;			/* wait for SIGUSR1 before asking */
+	int			hold_after;		/* >0: wait for SIGUSR1 after this many bills */
 	int			naive_resume;	/* play the stale pod after losing the session */
 } WorkerOptions;
 
@@ -95,7 +122,8 @@ static Customer customers[MAX_CUSTOMERS];
 static int	ncustomers = 0;
 static char token[32] = "-";
 
-static volatile sig_atomic_t gate_opened = 0;
+static volatile sig_atomic_t go_received = 0;
+static sigset_t go_unblocked;	/* the signal mask with SIGUSR1 deliverable */
 
 /*
  * Print one event line stamped with "at" (microseconds since the epoch).
@@ -258,44 +286,60 @@ load_customers(PGconn *conn)
 }
 
 /*
- * SIGUSR1 handler for the start gate: only sets a flag.
+ * SIGUSR1 handler: the driver's "go" (at the start gate, or after a hold).
+ * Only sets a flag.
  */
 static void
-open_gate(int signo)
+on_go_signal(int signo)
 {
 	(void) signo;
-	gate_opened = 1;
+	go_received = 1;
 }
 
 /*
- * Block until the driver sends SIGUSR1.  The signal is blocked before the
- * "ready" line goes out, so a signal that arrives before sigsuspend is kept
- * pending rather than lost.
+ * Install the SIGUSR1 handler and keep the signal blocked from now on except
+ * while waiting for it, so a "go" that arrives before the wait (the driver
+ * reacts to the line we print just before waiting) is kept pending rather
+ * than lost.
  */
 static void
-wait_at_gate(PGconn *conn)
+arm_go_signal(void)
 {
 	struct sigaction sa;
-	sigset_t	block,
-				old;
+	sigset_t	block;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = open_gate;
+	sa.sa_handler = on_go_signal;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR1, &sa, NULL);
 	sigemptyset(&block);
 	sigaddset(&block, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &block, &old);
+	sigprocmask(SIG_BLOCK, &block, &go_unblocked);
+	sigdelset(&go_unblocked, SIGUSR1);
+}
 
+/*
+ * Block until the driver sends SIGUSR1, then get ready for the next one.
+ */
+static void
+wait_for_go(void)
+{
+	while (!go_received)
+		sigsuspend(&go_unblocked);
+	go_received = 0;
+}
+
+/*
+ * Say we are connected (the driver reads our backend pid from this line)
+ * and, with --gate, wait for the driver's signal to ask for the lock.
+ */
+static void
+wait_at_gate(PGconn *conn)
+{
 	report("ready", "backend pid %d; will ask for '%s'", PQbackendPID(conn),
 		   opts.lock_name);
-
 	if (opts.gate)
-	{
-		while (!gate_opened)
-			sigsuspend(&old);
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
+		wait_for_go();
 }
 
 /*
@@ -396,6 +440,30 @@ still_holder(PGconn *conn, PGresult **failed)
 }
 
 /*
+ * The run's fence, first in every transaction that writes for the run:
+ * fencing.check_fence(lock name, token) raises the watermark of the run's
+ * resource (the lock's name, normalised like the lock) to our token, and
+ * keeps its row locked until this transaction ends.  If a newer holder has
+ * raised it, it fails with SQLSTATE FN001 before we write anything, also to
+ * customers that holder has not reached yet (their rows carry no newer
+ * fence).  If a newer holder's transaction is still open, it waits for it.
+ * Returns NULL when the check passed, else the failed result.
+ */
+static PGresult *
+check_run_fence(PGconn *conn)
+{
+	const char *params[2] = {opts.lock_name, token};
+	PGresult   *res;
+
+	res = PQexecParams(conn, "SELECT fencing.check_fence($1, $2::bigint)",
+					   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res;
+	PQclear(res);
+	return NULL;
+}
+
+/*
  * Bill one customer: raise the balance, stamp the row's fence with our
  * token and write the invoice line, in one statement.  The fence trigger on
  * billing.accounts rejects the statement if a newer token already billed
@@ -425,13 +493,13 @@ bill_customer(PGconn *conn, const Customer *c, char *amount, size_t amount_len)
 
 /*
  * Classify a failed statement: SQLSTATE FN001 means a newer holder has
- * written the resource, so this pod must stop and never retry; a dead
- * connection means the session (and with it the lock) is gone.
- * Returns the exit status the worker should end with, or -1 if the
- * connection is lost and the caller may decide what to do.
+ * passed the fence ("fence" names which one the statement checked), so this
+ * pod must stop and never retry; a dead connection means the session (and
+ * with it the lock) is gone.  Returns the exit status the worker should end
+ * with, or -1 if the connection is lost and the caller may decide what to do.
  */
 static int
-classify_failure(PGconn *conn, PGresult *res)
+classify_failure(PGconn *conn, PGresult *res, const char *fence)
 {
 	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	char		buf[512];
@@ -441,8 +509,8 @@ classify_failure(PGconn *conn, PGresult *res)
 		const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
 		const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
 
-		report("rejected", "REJECTED by the fence, SQLSTATE %s: %s%s%s%s%s",
-			   sqlstate,
+		report("rejected", "REJECTED by %s, SQLSTATE %s: %s%s%s%s%s",
+			   fence, sqlstate,
 			   PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),
 			   detail ? " | DETAIL: " : "", detail ? detail : "",
 			   hint ? " | HINT: " : "", hint ? hint : "");
@@ -460,38 +528,59 @@ classify_failure(PGconn *conn, PGresult *res)
 }
 
 /*
- * Play the paused pod after its session was ended: reconnect and write the
- * pending bill with the token it still has, without taking the lock again
- * (it believes it holds it).  The fence must reject the first write.
+ * Play the paused pod after its session was ended: reconnect and carry on
+ * with the pending bill, the first customer it has not billed, with the
+ * token it still has, without taking the lock again (it believes it holds
+ * it; the server rolled back what it had billed, which it does not know
+ * either).  It does check the run's fence first, as every transaction that
+ * writes for the run must: that check is what must stop it.
  */
 static int
 resume_naively(void)
 {
 	PGconn	   *conn = connect_worker();
+	PGresult   *res;
+	const char *fence;
+	int			first = 0;
 	int			i;
 
-	report("resume", "reconnected as backend %d; resumes its pending bill with its old token",
-		   PQbackendPID(conn));
+	while (first < ncustomers && customers[first].billed)
+		first++;
+	if (first == ncustomers)
+	{
+		report("stop", "nothing left to bill");
+		PQfinish(conn);
+		return EXIT_LOST;
+	}
+	report("resume", "reconnected as backend %d; resumes its pending bill (%s) with its old token",
+		   PQbackendPID(conn), customers[first].name);
 	PQclear(exec_or_die(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
-	for (i = 0; i < ncustomers; i++)
+	report("check", "fencing.check_fence('%s', %s) before writing ...", opts.lock_name, token);
+	res = check_run_fence(conn);
+	fence = RUN_FENCE;
+	for (i = first; res == NULL && i < ncustomers; i++)
 	{
 		char		amount[32] = "";
-		PGresult   *res = bill_customer(conn, &customers[i], amount, sizeof(amount));
 
+		fence = ROW_FENCE;
+		res = bill_customer(conn, &customers[i], amount, sizeof(amount));
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		{
-			int			status = classify_failure(conn, res);
-
-			PQclear(res);
-			PQclear(PQexec(conn, "ROLLBACK"));
-			PQfinish(conn);
-			if (status == EXIT_STALE)
-				report("stop", "stops: a newer holder exists; no retry, nothing of its bill was written");
-			return status < 0 ? EXIT_LOST : status;
-		}
+			break;
 		report("bill", "billed %s %s (fence = own token) -- the fence let a stale write through!",
 			   customers[i].name, amount);
 		PQclear(res);
+		res = NULL;
+	}
+	if (res != NULL)
+	{
+		int			status = classify_failure(conn, res, fence);
+
+		PQclear(res);
+		PQclear(PQexec(conn, "ROLLBACK"));
+		PQfinish(conn);
+		if (status == EXIT_STALE)
+			report("stop", "stops: a newer holder exists; no retry, nothing of its bill was written");
+		return status < 0 ? EXIT_LOST : status;
 	}
 	PQclear(exec_or_die(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
 	report("commit", "COMMIT of a stale bill: customers are billed twice");
@@ -506,9 +595,9 @@ resume_naively(void)
  * bill with the old token as a stale pod would.
  */
 static int
-end_after_failure(PGconn *conn, PGresult *res)
+end_after_failure(PGconn *conn, PGresult *res, const char *fence)
 {
-	int			status = classify_failure(conn, res);
+	int			status = classify_failure(conn, res, fence);
 
 	PQclear(res);
 	if (status >= 0)
@@ -517,14 +606,20 @@ end_after_failure(PGconn *conn, PGresult *res)
 }
 
 /*
- * Bill every customer under the lock, checking the lock before each side
- * effect, and commit.
+ * Bill every customer under the lock: the run's fence first, then the lock
+ * checked before each side effect; commit.
  */
 static int
 run_billing(PGconn *conn)
 {
 	PGresult   *res;
 	int			i;
+
+	res = check_run_fence(conn);
+	if (res != NULL)
+		return end_after_failure(conn, res, RUN_FENCE);
+	report("check", "fencing.check_fence('%s', token) ok: the run's fence is now this token; older holders are refused from here on",
+		   opts.lock_name);
 
 	for (i = 0; i < ncustomers; i++)
 	{
@@ -541,23 +636,29 @@ run_billing(PGconn *conn)
 				report("stop", "fencing.held_token no longer returns its token: stops");
 				return EXIT_LOST;
 			}
-			return end_after_failure(conn, failed);
+			return end_after_failure(conn, failed, ROW_FENCE);
 		}
 
 		res = bill_customer(conn, &customers[i], amount, sizeof(amount));
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			return end_after_failure(conn, res);
+			return end_after_failure(conn, res, ROW_FENCE);
 		PQclear(res);
 		customers[i].billed = 1;
 		report("bill", "held_token ok; billed %s %s with fence = token: accepted, no newer token on the row (uncommitted)",
 			   customers[i].name, amount);
+		if (i + 1 == opts.hold_after && i + 1 < ncustomers)
+		{
+			report("hold", "holds after %d of %d customers, its transaction open, until SIGUSR1",
+				   i + 1, ncustomers);
+			wait_for_go();
+		}
 	}
 
 	if (opts.step_ms > 0)
 		sleep_ms(opts.step_ms);
 	res = PQexec(conn, "COMMIT");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		return end_after_failure(conn, res);
+		return end_after_failure(conn, res, ROW_FENCE);
 	PQclear(res);
 	report("commit", "COMMIT accepted: %d invoices; every account's fence is now this token",
 		   ncustomers);
@@ -572,7 +673,8 @@ usage(const char *progname)
 {
 	fprintf(stderr,
 			"usage: %s --worker LABEL --lock NAME [--period P] [--lease TTL]\n"
-			"          [--step-ms N] [--gate] [--naive-resume] [--dsn CONNINFO]\n",
+			"          [--step-ms N] [--gate] [--hold-after N] [--naive-resume]\n"
+			"          [--dsn CONNINFO]\n",
 			progname);
 	exit(EXIT_FAILED);
 }
@@ -590,6 +692,7 @@ main(int argc, char **argv)
 		{"lease", required_argument, NULL, 't'},
 		{"step-ms", required_argument, NULL, 's'},
 		{"gate", no_argument, NULL, 'g'},
+		{"hold-after", required_argument, NULL, 'h'},
 		{"naive-resume", no_argument, NULL, 'n'},
 		{"dsn", required_argument, NULL, 'd'},
 		{NULL, 0, NULL, 0}
@@ -623,6 +726,9 @@ main(int argc, char **argv)
 			case 'g':
 				opts.gate = 1;
 				break;
+			case 'h':
+				opts.hold_after = atoi(optarg);
+				break;
 			case 'n':
 				opts.naive_resume = 1;
 				break;
@@ -636,6 +742,7 @@ main(int argc, char **argv)
 	if (opts.lock_name == NULL || optind != argc)
 		usage(argv[0]);
 
+	arm_go_signal();
 	conn = connect_worker();
 	load_customers(conn);
 	wait_at_gate(conn);

@@ -1,10 +1,12 @@
 -- ledger.sql
---		The protected table that examples/correctness_lock.{c,py} write to.
+--		The protected table that examples/correctness_lock.{c,py} write to,
+--		and the role they run as.
 --
 -- Run once in a database where the fencing extension is created (the server
--- must have shared_preload_libraries = 'fencing'):
+-- must have shared_preload_libraries = 'fencing'), as its owner:
 --		psql -v ON_ERROR_STOP=1 -f examples/ledger.sql
--- It drops and recreates schema "example".
+-- It drops and recreates schema "example", and creates role example_worker
+-- (a role of the whole cluster) unless it exists.
 
 DROP SCHEMA IF EXISTS example CASCADE;
 CREATE SCHEMA example;
@@ -27,3 +29,19 @@ INSERT INTO example.accounts (id, owner) VALUES
 -- (fence = $token in the statement, or SET LOCAL fencing.token), or it fails
 -- with SQLSTATE FN001.
 SELECT fencing.protect('example.accounts');
+
+-- The examples run as a member of example_worker (e.g.
+-- GRANT example_worker TO your_app_login;), not as a superuser.  Every
+-- transaction of theirs that writes first calls
+-- fencing.check_fence(lock name, token), which fencing 1.1 revokes from
+-- PUBLIC: a role that may call it can fence out every holder of any
+-- resource, so it is granted to the roles that hold the locks only.
+DO $$
+BEGIN
+	CREATE ROLE example_worker NOLOGIN;
+EXCEPTION WHEN duplicate_object THEN
+	NULL;
+END $$;
+GRANT USAGE ON SCHEMA example TO example_worker;
+GRANT SELECT, UPDATE ON example.accounts TO example_worker;
+GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO example_worker;

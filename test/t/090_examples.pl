@@ -2,12 +2,17 @@
 
 # The client examples must keep doing what their header comments promise:
 # examples/correctness_lock.c (libpq) and examples/correctness_lock.py
-# (psycopg 3) get a token and commit, report "busy" while another
-# transaction holds the lock under another spelling, and stop on SQLSTATE
-# FN001 when a newer holder has written the row.  The demo's worker must
-# compile, and examples/demo.sh must run against a server named by
-# PGHOST/PGPORT, clean up after itself, and refuse a server without the
-# preload.
+# (psycopg 3), run as a member of the role examples/ledger.sql grants
+# check_fence to, get a token and commit, report "busy" while another
+# transaction holds the lock under another spelling, stop on SQLSTATE FN001
+# when a newer holder has written the row, and stop on FN001 at
+# fencing.check_fence, before writing, when a newer holder is half way
+# through the run and has not reached the row yet (issue 14 section 3: a
+# row fence alone lets that write through).  Without the grant they fail at
+# check_fence.  The demo's worker must compile, and examples/demo.sh must
+# run against a server named by PGHOST/PGPORT (its pods fenced out by
+# check_fence, also when one wakes in the middle of the new holder's run),
+# clean up after itself, and refuse a server without the preload.
 
 use strict;
 use warnings;
@@ -16,6 +21,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use Time::HiRes qw(usleep);
 
 my $root = $ENV{TESTDIR} // '.';
 my $examples = "$root/examples";
@@ -56,8 +62,20 @@ $ENV{PGDATABASE} = 'postgres';
 
 my $ledger_sql = slurp_file("$examples/ledger.sql");
 
-# Run a client to completion: (exit status, stdout, stderr).
-sub run_client
+# The clients log in as example_app, a member of the role ledger.sql
+# grants check_fence to (as an application's login role would be), or as
+# outsider, who has everything but check_fence.
+$node->safe_psql('postgres', $ledger_sql);
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE example_app LOGIN IN ROLE example_worker;
+	CREATE ROLE outsider LOGIN;
+});
+our $client_user = 'example_app';
+my $client_app = 'example-client';
+
+# Run a command to completion: (exit status, stdout, stderr).
+sub run_cmd
 {
 	my @cmd = @_;
 	my ($out, $err) = ('', '');
@@ -66,10 +84,37 @@ sub run_client
 	return ($? >> 8, $out, $err);
 }
 
+# Run a client example to completion, as $client_user.
+sub run_client
+{
+	local $ENV{PGUSER} = $client_user;
+	local $ENV{PGAPPNAME} = $client_app;
+	return run_cmd(@_);
+}
+
 sub account_row
 {
+	my ($id) = @_;
+	$id //= 1;
 	return $node->safe_psql('postgres',
-		'SELECT balance, fence FROM example.accounts WHERE id = 1');
+		"SELECT balance, fence FROM example.accounts WHERE id = $id");
+}
+
+# Start a client that pauses between taking the lock and writing; return
+# its harness, output buffer and token once it has printed the token.
+sub start_paused_client
+{
+	my ($label, $account, @client) = @_;
+	my ($out, $err) = ('', '');
+	local $ENV{PGUSER} = $client_user;
+	local $ENV{PGAPPNAME} = $client_app;
+	my $timer = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	my $h = IPC::Run::start([ @client, $lock_name, $account, '10.00', '3' ],
+		'>', \$out, '2>', \$err, $timer);
+	$h->pump until $out =~ /^got token (\d+)/m || $timer->is_expired;
+	my ($token) = $out =~ /^got token (\d+)/m;
+	ok(defined $token, "$label: paused client got a token");
+	return ($h, \$out, \$err, $token // -1);
 }
 
 sub stale_rejections
@@ -85,6 +130,23 @@ sub check_client
 	my ($rc, $out, $err);
 
 	$node->safe_psql('postgres', $ledger_sql);
+
+	# 0. a role without EXECUTE on fencing.check_fence (revoked from PUBLIC
+	#    in 1.1) fails at the check, before writing
+	{
+		local $client_user = 'outsider';
+		$node->safe_psql('postgres',
+			'GRANT USAGE ON SCHEMA example TO outsider; GRANT SELECT, UPDATE ON example.accounts TO outsider'
+		);
+		($rc, $out, $err) = run_client(@client, $lock_name, '1', '10.00');
+		is($rc, 1, "$label: exit 1 without EXECUTE on check_fence")
+		  or diag($out . $err);
+		like(
+			$out,
+			qr/^error: .*permission denied for function check_fence/m,
+			"$label: a role without the grant is refused at check_fence");
+		is(account_row(), '0.00|', "$label: it wrote nothing");
+	}
 
 	# 1. free lock: a token, the write carries it, commit
 	($rc, $out, $err) = run_client(@client, $lock_name, '1', '10.00');
@@ -120,14 +182,8 @@ sub check_client
 	#    a newer token is written to the row; the client's write is rejected
 	#    with FN001 and it stops without retrying
 	my $rejected_before = stale_rejections();
-	my ($bg_out, $bg_err) = ('', '');
-	my $timer = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
-	my $h = IPC::Run::start([ @client, $lock_name, '1', '10.00', '3' ],
-		'>', \$bg_out, '2>', \$bg_err, $timer);
-	$h->pump until $bg_out =~ /^got token (\d+)/m || $timer->is_expired;
-	my ($paused_token) = $bg_out =~ /^got token (\d+)/m;
-	ok(defined $paused_token, "$label: paused client got a token");
-	$paused_token //= -1;
+	my ($h, $bg_out, $bg_err, $paused_token) =
+	  start_paused_client($label, '1', @client);
 	my $newer = $node->safe_psql('postgres',
 		'UPDATE example.accounts SET fence = fencing.next_token() WHERE id = 1 RETURNING fence'
 	);
@@ -135,24 +191,88 @@ sub check_client
 		"$label: a newer holder's token is on the row");
 	$h->finish;
 	$rc = $h->result(0);
-	is($rc, 3, "$label: exit 3 when the write is stale") or diag($bg_out . $bg_err);
+	is($rc, 3, "$label: exit 3 when the write is stale") or diag($$bg_out . $$bg_err);
 	like(
-		$bg_out,
+		$$bg_out,
 		qr/^stale: SQLSTATE FN001: .+$/m,
 		"$label: reports SQLSTATE FN001 with the server's message");
 	like(
-		$bg_out,
+		$$bg_out,
 		qr/^stopping: a newer holder exists; no retry$/m,
 		"$label: stops without retrying");
-	unlike($bg_out, qr/^committed/m, "$label: did not commit the stale write");
+	unlike($$bg_out, qr/^committed/m, "$label: did not commit the stale write");
 	is(account_row(), "10.00|$newer",
 		"$label: the row keeps the newer holder's fence and the old balance");
 	is(stale_rejections() - $rejected_before,
 		1, "$label: exactly one stale write was rejected (no retry)");
+
+	# 4. issue 14's interleaving: while the client pauses, a newer holder
+	#    checks the run's fence and bills account 1, its transaction open.
+	#    The client, still believing it holds the run, writes account 2,
+	#    which the newer holder has not reached (its fence is not newer):
+	#    a row fence alone would take that write, and the newer holder would
+	#    then bill account 2 again.  The client's check_fence waits for the
+	#    newer holder's transaction and fails with FN001 before it writes.
+	$rejected_before = stale_rejections();
+	my $before2 = account_row(2);
+	($h, $bg_out, $bg_err, $paused_token) =
+	  start_paused_client($label, '2', @client);
+	my $holder_b = $node->background_psql('postgres');
+	$holder_b->query_safe('BEGIN');
+	my $token_b = $holder_b->query_safe(
+		"SELECT fencing.check_fence('$lock_name', fencing.next_token())");
+	cmp_ok($token_b, '>', $paused_token,
+		"$label: the newer holder checked the run's fence with a newer token");
+	$holder_b->query_safe(
+		"UPDATE example.accounts SET balance = balance + 10, fence = $token_b WHERE id = 1"
+	);
+
+	# Until the client waits at check_fence for the newer holder (or, were
+	# the check missing, has written account 2 and ended).
+	my $waiting = 0;
+	my $timer = IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default);
+	while (!$timer->is_expired && $h->pumpable)
+	{
+		$waiting = $node->safe_psql('postgres',
+			"SELECT count(*) FROM pg_stat_activity WHERE application_name = '$client_app' AND wait_event_type = 'Lock'"
+		);
+		last if $waiting;
+		$h->pump_nb;
+		usleep(50_000);
+	}
+	is($waiting, 1,
+		"$label: the stale client's check_fence waits for the newer holder's transaction"
+	);
+	$holder_b->query_safe(
+		"UPDATE example.accounts SET balance = balance + 10, fence = $token_b WHERE id = 2"
+	);
+	$holder_b->query_safe('COMMIT');
+	$holder_b->quit;
+	$h->finish;
+	$rc = $h->result(0);
+	is($rc, 3,
+		"$label: exit 3 when a newer holder is half way through the run")
+	  or diag($$bg_out . $$bg_err);
+	like(
+		$$bg_out,
+		qr/^stale: SQLSTATE FN001: stale fence token $paused_token for resource "\Q$lock_name\E"$/m,
+		"$label: rejected by check_fence on the run's resource");
+	like(
+		$$bg_out,
+		qr/^stopping: a newer holder exists; no retry$/m,
+		"$label: stops without retrying after check_fence");
+	my ($balance2) = split /\|/, $before2;
+	is( account_row(2),
+		sprintf('%.2f|%s', $balance2 + 10, $token_b),
+		"$label: account 2 is billed once, by the newer holder");
+	is(stale_rejections() - $rejected_before,
+		1, "$label: exactly one stale check was rejected (no retry)");
 	return;
 }
 
+my $tests_before = Test::More->builder->current_test;
 check_client('C example', "$bindir/correctness_lock");
+my $tests_per_client = Test::More->builder->current_test - $tests_before;
 
 SKIP:
 {
@@ -160,7 +280,7 @@ SKIP:
 	  system('python3 -c "import psycopg" >/dev/null 2>&1') == 0;
 	skip
 	  'python3-psycopg is not installed (apt-get install python3-psycopg); the Python example was not run',
-	  17
+	  $tests_per_client
 	  unless $have_psycopg;
 	check_client('Python example', 'python3', "$examples/correctness_lock.py");
 }
@@ -168,21 +288,45 @@ SKIP:
 # --- the demo against a server we name ----------------------------------------
 
 {
-	my ($rc, $out, $err) = run_client('bash', "$examples/demo.sh");
+	my ($rc, $out, $err) = run_cmd('bash', "$examples/demo.sh");
 	is($rc, 0, 'demo.sh with PGHOST/PGPORT runs to the end')
 	  or diag($out . $err);
 	like($out, qr/^using the server at PGHOST=/m,
 		'demo.sh uses the server named by PGHOST/PGPORT');
 	my @ok = $out =~ /^  OK: all 5 customers billed exactly once/mg;
-	is(scalar @ok, 2, 'demo.sh: both scenes end with each customer billed once');
+	is(scalar @ok, 3, 'demo.sh: all three scenes end with each customer billed once');
 	like(
 		$out,
-		qr/^\s+\+\d+\.\d+s\s+pod-A\s+token \d+\s+REJECTED by the fence, SQLSTATE FN001/m,
-		'demo.sh: the paused pod is rejected with FN001');
+		qr/^    GRANT EXECUTE ON FUNCTION fencing\.check_fence\(text, bigint\) TO billing_worker_\d+;$/m,
+		'demo.sh says it grants check_fence to the role its pods run as');
+
+	# Scenes 2 and 3: pod-A is stopped by check_fence on the run's resource,
+	# before it writes; in scene 3 while pod-B, half way through the run,
+	# has not reached the customer pod-A had pending.
+	my ($scene2, $scene3) =
+	  $out =~ /^(=== Scene 2:.*?)^(=== Scene 3:.*?)^## Coordination design/ms;
+	my $fenced_out =
+	  qr/^\s+\+\d+\.\d+s\s+pod-A\s+token (\d+)\s+REJECTED by the run's fence \(check_fence\), SQLSTATE FN001: stale fence token \1 for resource "invoice-run:2026-10"/m;
+	like($scene2 // '', $fenced_out,
+		'demo.sh scene 2: the paused pod is rejected with FN001 by check_fence');
+	like($scene3 // '', qr/^\s+\+\d+\.\d+s\s+pod-B\s+token \d+\s+holds after 1 of 5 customers/m,
+		'demo.sh scene 3: pod-B has billed one customer when pod-A wakes');
+	like($scene3 // '', qr/^\s+\+\d+\.\d+s\s+pod-A\s+token \d+\s+reconnected as backend \d+; resumes its pending bill \((?!Acme)/m,
+		'demo.sh scene 3: pod-A resumes with a customer pod-B has not reached');
+	like($scene3 // '', qr/^\s+\+\d+\.\d+s\s+demo\s+pod-A's check_fence waits: pod-B's open transaction holds the run's fence$/m,
+		"demo.sh scene 3: pod-A's check_fence waits for pod-B");
+	like($scene3 // '', $fenced_out,
+		'demo.sh scene 3: the stale pod is rejected with FN001 by check_fence');
+	unlike($out, qr/let a stale write through|COMMIT of a stale bill/,
+		'demo.sh: no stale pod wrote anything');
 	like(
 		$out,
 		qr/^## Coordination design: .*\n\*\*Failure being prevented:\*\*.*\n\*\*Lock type:\*\*.*\n\*\*Mechanism:\*\*.*\n\*\*Store:\*\*.*\n\*\*TTL and renewal:\*\*.*\n\*\*Fencing:\*\*.*\n\*\*Tests:\*\*/m,
 		'demo.sh prints the filled-in coordination design block');
+	like(
+		$out,
+		qr/^\*\*Fencing:\*\*.*fencing\.check_fence on 'invoice-run:2026-10', first in every transaction that writes.*GRANT EXECUTE ON FUNCTION fencing\.check_fence\(text, bigint\) TO billing_worker_\d+/m,
+		'the design block names check_fence per transaction and its grant');
 	is( $node->safe_psql(
 			'postgres',
 			"SELECT count(*) FROM pg_database WHERE datname LIKE 'fencing_demo%'"),
@@ -194,6 +338,11 @@ SKIP:
 		),
 		'0',
 		'demo.sh left no worker connected');
+	is( $node->safe_psql(
+			'postgres',
+			"SELECT count(*) FROM pg_roles WHERE rolname LIKE 'billing\\_worker%'"),
+		'0',
+		'demo.sh dropped the role it created');
 }
 
 # A server without the preload is refused with a clear message.
@@ -203,7 +352,7 @@ SKIP:
 	$plain->start;
 	local $ENV{PGHOST} = $plain->host;
 	local $ENV{PGPORT} = $plain->port;
-	my ($rc, $out, $err) = run_client('bash', "$examples/demo.sh");
+	my ($rc, $out, $err) = run_cmd('bash', "$examples/demo.sh");
 	isnt($rc, 0, 'demo.sh fails on a server without the preload');
 	like(
 		$err,
