@@ -455,7 +455,7 @@ print_readme_table()
 	for name in "${REPORTED[@]}"; do
 		target=${R_TARGET[$name]}
 		case $target in
-			-) target="" ;;
+			-) target="—" ;;
 			*) target="≤ ${target#<= }" ;;
 		esac
 		verdict=${RESULT_VERDICT[$name]}
@@ -464,7 +464,7 @@ print_readme_table()
 			"${RESULT_RANGE[$name]/-/–}" "$target" "$verdict"
 	done
 	for name in "${FIGURE_NAMES[@]}"; do
-		printf '| %s | %s | | figure |\n' "${F_DESC[$name]}" "${F_VALUE[$name]}"
+		printf '| %s | %s | — | figure |\n' "${F_DESC[$name]}" "${F_VALUE[$name]}"
 	done
 	echo
 	echo "Measured $RUN_DATE on $RUN_COMMIT, PostgreSQL $PG_VERSION, $RUN_CPUS CPUs, by make bench"
