@@ -13,7 +13,6 @@ use warnings;
 
 use PostgreSQL::Test::Utils;
 use Test::More;
-use File::Copy;
 use IPC::Run;
 
 my $root = $ENV{TESTDIR} // '.';
