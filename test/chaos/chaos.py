@@ -42,7 +42,6 @@ import plot                    # noqa: E402
 
 LEASE_TTL = 5.0
 CLIENT_TIMEOUT = 6.0
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
 class Interrupted(Exception):
@@ -122,7 +121,7 @@ class Run:
                     "LD_PRELOAD=%s\nFAKETIME_TIMESTAMP_FILE=%s\nFAKETIME_CACHE_DURATION=1\n"
                     "export LD_PRELOAD FAKETIME_TIMESTAMP_FILE FAKETIME_CACHE_DURATION\n"
                     "exec %s \"$@\"\n"
-                    % (FAKETIME_LIB, self.clock_file(self.fake_node),
+                    % (self.a.faketime_lib, self.clock_file(self.fake_node),
                        os.path.join(self.a.bindir, "postgres")))
         os.chmod(wrapper, 0o755)
 
@@ -207,7 +206,7 @@ class Run:
                 argv += ["--client-timeout", str(CLIENT_TIMEOUT)]
             if name == self.clock_worker:
                 # set after the uid change: libfaketime must not load into setpriv
-                argv = ["env", "LD_PRELOAD=" + FAKETIME_LIB,
+                argv = ["env", "LD_PRELOAD=" + self.a.faketime_lib,
                         "FAKETIME=%+d" % self.worker_offset] + argv
             # already in the client's network namespace
             cmd = C.private_shm_and_ipc(argv)
@@ -431,6 +430,7 @@ def parse_args(argv):
     p.add_argument("--netns-prefix", required=True)
     p.add_argument("--bindir", required=True)
     p.add_argument("--fake-bindir", required=True)
+    p.add_argument("--faketime-lib", required=True)
     p.add_argument("--modes", type=lambda s: s.split(","), default=["sync"])
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--seed", default="1")

@@ -128,71 +128,40 @@ fi
 
 START_SECONDS=$SECONDS
 
-# --- packages ------------------------------------------------------------------
+# --- packages and kernel features ------------------------------------------------
 
-# command -> the Debian package that has it
-CHAOS_COMMANDS=(
-	patroni:patroni
-	patronictl:patroni
-	etcd:etcd-server
-	etcdctl:etcd-client
-	ip:iproute2
-	faketime:faketime
-	gnuplot:gnuplot-nox
-	setpriv:util-linux
-	nsenter:util-linux
-	unshare:util-linux
-	flock:util-linux
-)
-FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
-PYTHON=/usr/bin/python3
-
-chaos_missing_packages()
-{
-	local entry
-
-	for entry in "${CHAOS_COMMANDS[@]}"; do
-		command -v "${entry%%:*}" >/dev/null 2>&1 || echo "${entry#*:}"
-	done
-	[ -e "$FAKETIME_LIB" ] || echo libfaketime
-	{ [ -x "$PYTHON" ] && "$PYTHON" -c 'import psycopg' 2>/dev/null; } || echo python3-psycopg
-}
-
-chaos_packages()
-{
-	local missing policy=/usr/sbin/policy-rc.d made_policy=0
-
-	missing=$(chaos_missing_packages | sort -u | tr '\n' ' ')
-	missing=${missing% }
-	[ -n "$missing" ] || return 0
-	log "chaos: installing $missing"
-	# No service of these packages may start on the machine (etcd-server's
-	# would listen on localhost): the test starts its own, in namespaces.
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod 755 "$policy"
-		made_policy=1
-	fi
-	export DEBIAN_FRONTEND=noninteractive
-	# shellcheck disable=SC2086
-	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >/dev/null; }; then
-		[ "$made_policy" = 0 ] || rm -f "$policy"
-		log "chaos: apt-get install $missing failed"
-		return 1
-	fi
-	[ "$made_policy" = 0 ] || rm -f "$policy"
-	missing=$(chaos_missing_packages | sort -u | tr '\n' ' ')
-	if [ -n "${missing% }" ]; then
-		log "chaos: still missing after apt-get: $missing"
-		return 1
-	fi
-}
-
-if ! chaos_packages; then
+# What the run needs (test/lib/common.sh, group "chaos"); as root it is
+# installed with apt-get when missing.
+if ! ensure_requirements chaos; then
 	exit 2
 fi
+FAKETIME_LIB=$(ls /usr/lib/*/faketime/libfaketime.so.1 | head -n 1)
+PYTHON=/usr/bin/python3
+
+# Network, IPC and mount namespaces: a container may refuse them even to
+# root.  Without them there is nothing to test here: skipped, not failed.
+NETNS_PROBE=fch$$-probe
+if ! { ip netns add "$NETNS_PROBE" && nsenter --net="/run/netns/$NETNS_PROBE" \
+	unshare --ipc --mount --propagation unchanged true; } >/dev/null 2>&1; then
+	ip netns del "$NETNS_PROBE" >/dev/null 2>&1 || true
+	echo "chaos: skipped: network, IPC or mount namespaces are not available here (ip netns add, unshare)"
+	exit 77
+fi
+ip netns del "$NETNS_PROBE"
 
 # --- the run directory and the private server tree --------------------------------
+
+# A run killed with SIGKILL (or a machine reset) cannot clean up: its empty
+# namespaces stay.  We hold the test lock, so no other chaos run is live:
+# remove those whose run.sh is gone and in which nothing runs any more.
+for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^fch[0-9]+-(hub|n[1-3]|e[1-3]|cl|probe)$/ { print $1 }'); do
+	pid=${ns#fch}
+	pid=${pid%%-*}
+	if ! kill -0 "$pid" 2>/dev/null && [ -z "$(ip netns pids "$ns" 2>/dev/null)" ]; then
+		log "chaos: removing namespace $ns, left by an earlier run that was killed"
+		ip netns del "$ns" || true
+	fi
+done
 
 RUN=$(mktemp -d /tmp/fencing-chaos.XXXXXX)
 ETCD_DIR=/dev/shm/$(basename "$RUN")
@@ -298,7 +267,7 @@ rc=0
 netns_exec cl "$PYTHON" "$HERE/chaos.py" \
 	--run-dir "$RUN" --etcd-dir "$ETCD_DIR" --results "$RESULTS" \
 	--netns-prefix "$NETNS_PREFIX" \
-	--bindir "$PREFIX$CONFIG_BINDIR" --fake-bindir "$RUN/bin-faketime" \
+	--bindir "$PREFIX$CONFIG_BINDIR" --fake-bindir "$RUN/bin-faketime" --faketime-lib "$FAKETIME_LIB" \
 	--modes "$MODES" --seconds "$CHAOS_SECONDS" --seed "$CHAOS_SEED" \
 	--workers "$CHAOS_WORKERS" --faults "$CHAOS_FAULTS" --dcs "$CHAOS_DCS" \
 	--break "$CHAOS_BREAK" \

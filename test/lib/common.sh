@@ -125,6 +125,10 @@ chaos|etcdctl|cmd:etcdctl|etcd-client
 chaos|patronictl|cmd:patronictl|patroni
 chaos|ip (iproute2)|cmd:ip|iproute2
 chaos|faketime|cmd:faketime|faketime
+chaos|libfaketime (LD_PRELOAD library)|sh:ls /usr/lib/*/faketime/libfaketime.so.1|libfaketime
+chaos|gnuplot (the timeline PNG)|cmd:gnuplot|gnuplot-nox
+chaos|nsenter, unshare, setpriv, flock|sh:command -v nsenter && command -v unshare && command -v setpriv && command -v flock|util-linux
+chaos|psycopg for /usr/bin/python3|sh:/usr/bin/python3 -c 'import psycopg'|python3-psycopg
 EOF
 }
 
