@@ -303,9 +303,15 @@ class Run:
                 self.switch_mode(mode)
                 if len(plans) > 1:
                     self.injector.kinds = plans[i % len(plans)]
+            # a slow start (the cluster, a mode switch) shortens the phases
+            # rather than the run overrunning its budget (--end-by)
+            seconds = per_phase
+            if self.a.end_by:
+                left = self.t0 + self.a.end_by - C.mono()
+                seconds = max(0.0, min(per_phase, left / (len(self.a.modes) - i)))
             self.event("phase", mode=mode)
-            self.log("=== phase %d: %s mode, %.0f s ===" % (i + 1, mode, per_phase))
-            end = C.mono() + per_phase
+            self.log("=== phase %d: %s mode, %.0f s ===" % (i + 1, mode, seconds))
+            end = C.mono() + seconds
             # let the workers run a little before the first fault
             time.sleep(min(3.0, max(0.0, end - C.mono())))
             while True:
@@ -443,6 +449,8 @@ def parse_args(argv):
     p.add_argument("--break", dest="break_", default="", choices=["", "no-trigger", "accept-all"])
     p.add_argument("--start-timeout", type=float, default=150)
     p.add_argument("--recover-timeout", type=float, default=90)
+    p.add_argument("--end-by", type=float, default=0,
+                   help="seconds after the start by which the last phase must end (0: no limit)")
     p.add_argument("--tap", action="store_true")
     return p.parse_args(argv)
 
