@@ -175,8 +175,13 @@ class Injector:
         if not leader:
             return None
         view = self.c.cluster_view() or {}
-        replicas = [m["name"] for m in view.get("members", [])
-                    if m["name"] != leader and m.get("state") == "running"]
+        members = [m for m in view.get("members", [])
+                   if m["name"] != leader and m.get("state") == "running"]
+        # in synchronous mode Patroni switches over only to the synchronous
+        # standby ("candidate name does not match with sync_standby")
+        if self.c.mode == "sync":
+            members = [m for m in members if m.get("role") == "sync_standby"]
+        replicas = [m["name"] for m in members]
         if not replicas:
             return None
         if self.clock_active() and self.fake_node in replicas:
