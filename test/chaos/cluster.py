@@ -408,11 +408,21 @@ class Cluster:
         raise TimeoutError("no leader after %d s" % timeout)
 
     def postmaster_pid(self, node):
+        """The pid the node's postmaster.pid names, if that process is a
+        postgres running in the node's network namespace; else None.  A
+        postmaster killed with -9 leaves the file behind, and on this
+        machine (pid_max 32768, other tests running) its pid is soon
+        another process's: signalling it blindly killed another run's
+        flock, which released the machine's test lock."""
         try:
             with open(os.path.join(self.data_dir(node), "postmaster.pid")) as f:
-                return int(f.readline())
+                pid = int(f.readline())
         except (OSError, ValueError):
             return None
+        return pid if in_namespace(pid, self.netns_path(node), "postgres") else None
+
+    def netns_path(self, node):
+        return "/run/netns/%s-%s" % (self.prefix, node)
 
     # --- teardown -----------------------------------------------------------
 
@@ -481,6 +491,20 @@ def alive(pid):
     except OSError:
         return False
     return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+
+
+def in_namespace(pid, netns_path, comm):
+    """True when pid is a live process named comm in the network namespace
+    bound at netns_path (the same nsfs inode)."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            if f.read().strip() != comm:
+                return False
+        mine = os.stat("/proc/%d/ns/net" % pid)
+        ns = os.stat(netns_path)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (ns.st_dev, ns.st_ino) and alive(pid)
 
 
 def process_age(pid):
