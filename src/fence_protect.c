@@ -598,6 +598,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	fence_install(rel, column, mode, caller);
 	foreach(lc, descendants)
 		fence_follow_parents(lfirst_oid(lc), caller);
+	fencing_refuse_view_defaults_over(relid);
 
 	relation_close(rel, NoLock);
 	PG_RETURN_VOID();

@@ -155,7 +155,30 @@ static struct
 	CommandId	cid;
 	Oid			relid;
 	ItemPointerData tid;
+	bool		had_token;		/* checked against fencing.token */
+	int64		fence;			/* the fence the row was updated with */
 } fence_last_update;
+
+/*
+ * A row that an UPDATE without fencing.token is moving out of a protected
+ * partition (review finding 3).  Leaving the fence is a DELETE, which
+ * needs fencing.token, unless the row lands in a partition that fences it
+ * with the same column: that partition's trigger, which fires for the
+ * INSERT half of the move right after the DELETE half, claims the row.  A
+ * move nobody claimed by the next move or by the end of the statement's
+ * run (fencing_fence_run_end) went to an unfenced partition, and the
+ * statement fails.  Cleared at subtransaction abort and at the end of
+ * every transaction, with fence_last_update.
+ */
+static struct
+{
+	bool		pending;
+	LocalTransactionId lxid;
+	int			depth;			/* fencing_statement_depth() of the UPDATE */
+	Oid			relid;			/* the partition the row left */
+	int64		fence;
+	NameData	column;
+} fence_moving_row;
 
 /* Why a write carries no token, for the message. */
 typedef enum FenceMissingKind
@@ -238,6 +261,7 @@ fence_forget_last_update(void)
 {
 	fence_last_update.relid = InvalidOid;
 	fence_last_update.lxid = InvalidLocalTransactionId;
+	fence_moving_row.pending = false;
 }
 
 /*
@@ -780,6 +804,57 @@ fence_stamp(HeapTuple tuple, TupleDesc tupdesc, AttrNumber attnum, int64 token)
 }
 
 /*
+ * F3/F7: a row left a protected partition, by an UPDATE without
+ * fencing.token, for a partition whose trigger did not claim it: the row
+ * left the fence as by a DELETE, which needs fencing.token.  Missing-token
+ * errors are raised in skip mode too.
+ */
+static void
+fence_report_unclaimed_move(void)
+{
+	Oid			relid = fence_moving_row.relid;
+
+	fence_moving_row.pending = false;
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+			 errmsg("missing fence token for a row moved out of table %s",
+					fencing_qualified_relid_name(relid)),
+			 errdetail("The UPDATE moved a row to a partition that is not protected with fence column \"%s\"; a row leaving the fence is checked as a DELETE, against fencing.token, which is not set.",
+					   NameStr(fence_moving_row.column)),
+			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that moves the row, or protect the partitioned table above both partitions.")));
+}
+
+/*
+ * The end of a statement's run (statement_hooks.c): a row this statement
+ * moved out of a protected partition must have landed under a fence.  A
+ * statement nested inside the move (run by another trigger) leaves it be.
+ */
+void
+fencing_fence_run_end(void)
+{
+	if (unlikely(fence_moving_row.pending) &&
+		fence_moving_row.depth == fencing_statement_depth())
+		fence_report_unclaimed_move();
+}
+
+/*
+ * An INSERT fires this trigger while a row is moving out of a protected
+ * partition: when it is the INSERT half of that move (same transaction,
+ * same statement level, the fence the UPDATE gave the row, a fence column
+ * of the same name, as partitions map columns by name), the row stays
+ * fenced and the move is settled.
+ */
+static void
+fence_claim_moving_row(bool isnull, Datum value, const char *column)
+{
+	if (fence_moving_row.lxid == FENCING_MY_LXID &&
+		fence_moving_row.depth == fencing_statement_depth() &&
+		!isnull && DatumGetInt64(value) == fence_moving_row.fence &&
+		strcmp(NameStr(fence_moving_row.column), column) == 0)
+		fence_moving_row.pending = false;
+}
+
+/*
  * The trigger itself (BEFORE INSERT OR UPDATE OR DELETE, FOR EACH ROW;
  * arguments: fence column, mode).  Returns the row to write, the row with
  * fencing.token stamped into the fence column, or NULL to skip a stale
@@ -819,6 +894,8 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		HeapTuple	newtuple = trigdata->tg_trigtuple;
 
 		value = heap_getattr(newtuple, attnum, tupdesc, &isnull);
+		if (unlikely(fence_moving_row.pending))
+			fence_claim_moving_row(isnull, value, FENCE_COLUMN_NAME);
 		if (has_token)
 		{
 			if (!isnull && DatumGetInt64(value) != fence_token_value)
@@ -886,6 +963,8 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		fence_last_update.cid = GetCurrentCommandId(false);
 		fence_last_update.relid = RelationGetRelid(rel);
 		fence_last_update.tid = oldtuple->t_self;
+		fence_last_update.had_token = has_token;
+		fence_last_update.fence = writer;
 
 		if (stamp)
 			return PointerGetDatum(fence_stamp(newtuple, tupdesc, attnum, writer));
@@ -898,7 +977,9 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	/*
 	 * An UPDATE that moves the row to another partition deletes it from this
 	 * one in the same command; that UPDATE has been checked just now.  Only
-	 * a partition can be the source of a move.
+	 * a partition can be the source of a move.  With fencing.token the
+	 * UPDATE has made the DELETE's check already.  Without it, the row may
+	 * leave only for a partition that fences it too: see fence_moving_row.
 	 */
 	if (rel->rd_rel->relispartition &&
 		fence_last_update.relid == RelationGetRelid(rel) &&
@@ -906,7 +987,22 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		fence_last_update.lxid == FENCING_MY_LXID &&
 		fence_last_update.cid == GetCurrentCommandId(false))
 	{
-		fence_forget_last_update();
+		bool		had_token = fence_last_update.had_token;
+
+		/* the previous move was not claimed (or, nested, not yet: refuse) */
+		if (fence_moving_row.pending)
+			fence_report_unclaimed_move();
+		if (!had_token)
+		{
+			fence_moving_row.pending = true;
+			fence_moving_row.lxid = FENCING_MY_LXID;
+			fence_moving_row.depth = fencing_statement_depth();
+			fence_moving_row.relid = RelationGetRelid(rel);
+			fence_moving_row.fence = fence_last_update.fence;
+			namestrcpy(&fence_moving_row.column, FENCE_COLUMN_NAME);
+		}
+		fence_last_update.relid = InvalidOid;
+		fence_last_update.lxid = InvalidLocalTransactionId;
 		return PointerGetDatum(oldtuple);
 	}
 

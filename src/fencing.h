@@ -102,6 +102,7 @@ extern void fencing_validate_fence_column(Relation rel, const char *column,
 										  const char *caller);
 extern void fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
 											   const char *who);
+extern void fencing_fence_run_end(void);
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
@@ -135,12 +136,15 @@ extern void fencing_statement_hooks_init(void);
 extern bool fencing_merge_running(void);
 extern bool fencing_called_from_top_level(void);
 extern void fencing_lease_keep_limit(void);
+extern int	fencing_statement_depth(void);
 
 /* fence_ddl.c */
 extern void fencing_fence_utility_before(PlannedStmt *pstmt);
 extern void fencing_fence_utility_after(PlannedStmt *pstmt);
 extern void fencing_fence_object_access(ObjectAccessType access, Oid classId,
 										Oid objectId, int subId, void *arg);
+extern void fencing_fence_check_plan(PlannedStmt *plan);
+extern void fencing_refuse_view_defaults_over(Oid relid);
 
 /* stats.c */
 typedef enum FencingStat

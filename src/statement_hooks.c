@@ -109,14 +109,31 @@ fencing_called_from_top_level(void)
 }
 
 /*
+ * The executor level running now: 1 inside a top-level query, more inside
+ * functions it calls.  A row trigger fires at the level of the statement
+ * that wrote the row.
+ */
+int
+fencing_statement_depth(void)
+{
+	return statement_depth;
+}
+
+/*
  * ExecutorRun: count the level, and whether it is a MERGE.  BEFORE ROW
- * triggers fire inside ExecutorRun.
+ * triggers fire inside ExecutorRun.  A statement that writes is first
+ * shown to fence_ddl.c (views that would fill a fence column in), and
+ * once it has run, to fence_trigger.c (rows it moved out of a fence).
  */
 static void
 statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 {
 	int			saved_depth = statement_depth;
 	int			saved_merge = merge_depth;
+
+	if (queryDesc->operation != CMD_SELECT ||
+		queryDesc->plannedstmt->hasModifyingCTE)
+		fencing_fence_check_plan(queryDesc->plannedstmt);
 
 	statement_depth++;
 	if (queryDesc->operation == CMD_MERGE)
@@ -127,6 +144,7 @@ statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 			prev_ExecutorRun(FENCING_EXECUTOR_RUN_PASS);
 		else
 			standard_ExecutorRun(FENCING_EXECUTOR_RUN_PASS);
+		fencing_fence_run_end();
 	}
 	PG_FINALLY();
 	{
