@@ -43,7 +43,7 @@ static SPIPlanPtr read_watermark_plan = NULL;
 
 static const char *raise_watermark_sql =
 "INSERT INTO fencing.resource_fences AS f (resource, fence)"
-" VALUES (fencing.normalize_name($1), $2)"
+" VALUES ($1, $2)"
 " ON CONFLICT (resource) DO UPDATE"
 " SET fence = EXCLUDED.fence, updated_at = pg_catalog.now()"
 " WHERE f.fence OPERATOR(pg_catalog.<=) EXCLUDED.fence"
@@ -51,7 +51,7 @@ static const char *raise_watermark_sql =
 
 static const char *read_watermark_sql =
 "SELECT f.resource, f.fence FROM fencing.resource_fences AS f"
-" WHERE f.resource OPERATOR(pg_catalog.=) fencing.normalize_name($1)";
+" WHERE f.resource OPERATOR(pg_catalog.=) $1";
 
 /*
  * Prepare a statement and keep it for the life of the backend: the check
@@ -95,12 +95,14 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 	/* before judging the token: on a standby, "not issued" would hide why */
 	fencing_error_if_standby("fencing.check_fence()");
 
+	/* the trigger's rule (F8): 1 <= token <= latest_token() */
 	token = PG_GETARG_INT64(1);
-	if (token < 0)
+	if (token < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("fencing.check_fence(): token " INT64_FORMAT " is negative", token),
-				 errdetail("Fence tokens are never negative.")));
+				 errmsg("fencing.check_fence(): token " INT64_FORMAT " has not been issued", token),
+				 errdetail("Fence tokens start at 1."),
+				 errhint("Pass the token your lock call returned.")));
 
 	latest = fencing_read_latest_token();
 	if (token > latest)
@@ -110,7 +112,8 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 				 errdetail("The highest token issued so far is " INT64_FORMAT ".", latest),
 				 errhint("Pass the token your lock call returned; an invented token would block the resource for every later holder.")));
 
-	args[0] = PG_GETARG_DATUM(0);
+	/* canonical here, so that a bad name is called a resource name */
+	args[0] = PointerGetDatum(fencing_canonical_text(PG_GETARG_DATUM(0), "resource"));
 	args[1] = Int64GetDatum(token);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -77,6 +77,8 @@ extern void fencing_token_wal_status(FencingTokenWalStatus *status);
 
 /* normalize.c */
 extern int	fencing_canonical_name(Datum name, char *buf);
+extern int	fencing_canonical_name_of(Datum name, char *buf, const char *noun);
+extern text *fencing_canonical_text(Datum name, const char *noun);
 extern int64 fencing_key_of_canonical(const char *buf, int len);
 
 /* locks.c */

@@ -68,6 +68,13 @@ PG_FUNCTION_INFO_V1(fencing_lock_key);
 /* ICU's NFKC_Casefold normaliser: a process-wide singleton owned by ICU */
 static const UNormalizer2 *nfkc_casefold = NULL;
 
+/*
+ * What the name being canonicalised names, for the messages: "lock" or
+ * "resource" (check_fence).  Set on every entry, so an error that left it
+ * set does not matter.
+ */
+static const char *canonical_name_noun = "lock";
+
 static int	canonical_name_ascii(const char *name, int len, char *buf);
 static int	canonical_name_icu(const char *name, int len, char *buf);
 static const UNormalizer2 *get_nfkc_casefold(void);
@@ -86,9 +93,21 @@ static void normalize_name_conversion_context(void *arg);
 int
 fencing_canonical_name(Datum name, char *buf)
 {
+	return fencing_canonical_name_of(name, buf, "lock");
+}
+
+/*
+ * fencing_canonical_name() for a name of something else than a lock:
+ * "noun" ("resource") is what its errors call it.
+ */
+int
+fencing_canonical_name_of(Datum name, char *buf, const char *noun)
+{
 	struct varlena *raw = (struct varlena *) DatumGetPointer(name);
 	struct varlena *detoasted;
 	int			canonical_len;
+
+	canonical_name_noun = noun;
 
 	/*
 	 * An inline short (1-byte header) varlena is at most 126 bytes: nothing
@@ -102,11 +121,11 @@ fencing_canonical_name(Datum name, char *buf)
 		if (input_bytes > FENCING_NAME_MAX_INPUT_BYTES)
 			ereport(ERROR,
 					(errcode(ERRCODE_NAME_TOO_LONG),
-					 errmsg("lock name is too long"),
+					 errmsg("%s name is too long", noun),
 					 errdetail("The name is %zu bytes; names over %d bytes are refused before normalising.",
 							   input_bytes, FENCING_NAME_MAX_INPUT_BYTES),
-					 errhint("A canonical lock name may have at most %d bytes of UTF-8.",
-							 FENCING_NAME_MAX_BYTES)));
+					 errhint("A canonical %s name may have at most %d bytes of UTF-8.",
+							 noun, FENCING_NAME_MAX_BYTES)));
 	}
 
 	detoasted = PG_DETOAST_DATUM_PACKED(name);
@@ -147,15 +166,26 @@ fencing_key_of_canonical(const char *buf, int len)
 Datum
 fencing_normalize_name(PG_FUNCTION_ARGS)
 {
+	PG_RETURN_TEXT_P(fencing_canonical_text(PG_GETARG_DATUM(0), "lock"));
+}
+
+/*
+ * The canonical name of "name" in the database encoding, as
+ * normalize_name() returns it; "noun" names it in errors ("lock",
+ * "resource").
+ */
+text *
+fencing_canonical_text(Datum name, const char *noun)
+{
 	char		canonical[FENCING_NAME_MAX_BYTES + 1];
 	int			canonical_len;
 	char	   *converted;
 	ErrorContextCallback errcallback;
 
-	canonical_len = fencing_canonical_name(PG_GETARG_DATUM(0), canonical);
+	canonical_len = fencing_canonical_name_of(name, canonical, noun);
 
 	errcallback.callback = normalize_name_conversion_context;
-	errcallback.arg = NULL;
+	errcallback.arg = (void *) noun;
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
@@ -164,8 +194,8 @@ fencing_normalize_name(PG_FUNCTION_ARGS)
 	error_context_stack = errcallback.previous;
 
 	if (converted == canonical)
-		PG_RETURN_TEXT_P(cstring_to_text_with_len(canonical, canonical_len));
-	PG_RETURN_TEXT_P(cstring_to_text(converted));
+		return cstring_to_text_with_len(canonical, canonical_len);
+	return cstring_to_text(converted);
 }
 
 /*
@@ -273,7 +303,7 @@ canonical_name_icu(const char *name, int len, char *buf)
 	if (U_FAILURE(status))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
-				 errmsg("lock name is not valid UTF-8"),
+				 errmsg("%s name is not valid UTF-8", canonical_name_noun),
 				 errdetail("ICU could not convert the name to UTF-16: %s.",
 						   u_errorName(status))));
 	if (utf8 != name)
@@ -292,7 +322,7 @@ canonical_name_icu(const char *name, int len, char *buf)
 	if (U_FAILURE(status))
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("could not normalise lock name"),
+				 errmsg("could not normalise %s name", canonical_name_noun),
 				 errdetail("ICU's NFKC_Casefold failed: %s.", u_errorName(status))));
 
 	/* trim, collapse white space, and encode as UTF-8 */
@@ -306,7 +336,7 @@ canonical_name_icu(const char *name, int len, char *buf)
 		if (U_IS_SURROGATE(c))
 			ereport(ERROR,
 					(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
-					 errmsg("lock name is not valid Unicode"),
+					 errmsg("%s name is not valid Unicode", canonical_name_noun),
 					 errdetail("Normalisation produced the unpaired UTF-16 surrogate U+%04X.",
 							   (unsigned int) c)));
 		if (u_isUWhiteSpace(c))
@@ -365,13 +395,13 @@ canonical_name_error_if_bad_length(int canonical_len)
 	if (canonical_len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lock name must not be empty"),
+				 errmsg("%s name must not be empty", canonical_name_noun),
 				 errdetail("The name is empty after normalisation: it has only white space or characters that NFKC_Casefold removes."),
-				 errhint("Give the lock a name with at least one visible character.")));
+				 errhint("Give the %s a name with at least one visible character.", canonical_name_noun)));
 	if (canonical_len > FENCING_NAME_MAX_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("lock name is too long"),
+				 errmsg("%s name is too long", canonical_name_noun),
 				 errdetail("The canonical name is %d bytes of UTF-8; the limit is %d bytes.",
 						   canonical_len, FENCING_NAME_MAX_BYTES),
 				 errhint("Use a shorter name, for example a hash of the long identifier.")));
@@ -385,6 +415,6 @@ canonical_name_error_if_bad_length(int canonical_len)
 static void
 normalize_name_conversion_context(void *arg)
 {
-	errcontext("converting the canonical lock name from UTF-8 to the database encoding \"%s\"",
-			   GetDatabaseEncodingName());
+	errcontext("converting the canonical %s name from UTF-8 to the database encoding \"%s\"",
+			   (const char *) arg, GetDatabaseEncodingName());
 }
