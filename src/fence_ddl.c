@@ -522,8 +522,59 @@ fencing_fence_check_plan(PlannedStmt *plan)
 }
 
 /*
+ * ALTER TABLE ... ATTACH PARTITION of a table protected on its own (or
+ * with a partition that is) to a protected table: PostgreSQL would fail
+ * to clone the parent's fence trigger onto it with a bare "trigger
+ * already exists".  Say why, and what to do, before it runs (review
+ * finding 10).  Names are resolved as PostgreSQL will, without a lock.
+ */
+static void
+fence_check_attach_partition(AlterTableStmt *stmt)
+{
+	Oid			parentid = InvalidOid;
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+		Oid			partid;
+		ListCell   *lc2;
+
+		if (cmd->subtype != AT_AttachPartition)
+			continue;
+		if (!OidIsValid(parentid))
+		{
+			parentid = RangeVarGetRelid(stmt->relation, NoLock, true);
+			if (!OidIsValid(parentid) || fencing_protect_trigger(parentid) == NULL)
+				return;
+		}
+		partid = RangeVarGetRelid(((PartitionCmd *) cmd->def)->name, NoLock, true);
+		if (!OidIsValid(partid))
+			continue;
+		foreach(lc2, find_all_inheritors(partid, NoLock, NULL))
+		{
+			Oid			relid = lfirst_oid(lc2);
+			FenceTrigger *own = fencing_protect_trigger(relid);
+
+			if (own == NULL || own->is_clone)
+				continue;
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot attach %s to protected table %s: table %s is protected on its own",
+							fencing_qualified_relid_name(partid),
+							fencing_qualified_relid_name(parentid),
+							fencing_qualified_relid_name(relid)),
+					 errdetail("A partition of a protected table carries its parent's fence trigger, which PostgreSQL cannot add while the table has its own."),
+					 errhint("Run SELECT fencing.unprotect('%s') first; once attached, it follows the fence of %s.",
+							 fencing_qualified_relid_name(relid),
+							 fencing_qualified_relid_name(parentid))));
+		}
+	}
+}
+
+/*
  * Before a utility statement runs: ALTER TABLE on a fence column, ALTER
- * VIEW on a column that writes one.
+ * VIEW on a column that writes one, ATTACH PARTITION of a protected table.
  */
 void
 fencing_fence_utility_before(PlannedStmt *pstmt)
@@ -532,6 +583,7 @@ fencing_fence_utility_before(PlannedStmt *pstmt)
 	{
 		fence_check_alter_table((AlterTableStmt *) pstmt->utilityStmt);
 		fence_check_alter_view((AlterTableStmt *) pstmt->utilityStmt);
+		fence_check_attach_partition((AlterTableStmt *) pstmt->utilityStmt);
 	}
 }
 

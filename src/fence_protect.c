@@ -521,26 +521,99 @@ fence_follow_parents(Oid relid, const char *caller)
 }
 
 /*
+ * Review finding 2: row triggers fire in name order, so another BEFORE ROW
+ * INSERT or UPDATE trigger on a fenced table runs before the fence check
+ * (and can fill in a token the writer does not hold) or after it (and can
+ * change the fence it checked).  Once a table is protected only its owner
+ * may add triggers (fence_ddl.c), but a trigger made before, or cloned
+ * from a parent by ATTACH PARTITION, was made by whoever had the TRIGGER
+ * privilege then, and triggers have no owner to tell.  Such triggers are
+ * common and harmless (an updated_at stamp), so they are named in a
+ * WARNING, not refused: the owner checks that none assigns the fence.
+ * Disabled triggers are left out; nothing is said for a table that
+ * carries no fence trigger.
+ */
+void
+fencing_warn_other_row_triggers(Oid relid, const char *caller)
+{
+	Oid			funcid = fencing_reject_stale_function();
+	List	   *fences = fencing_fence_triggers(relid);
+	StringInfoData before;
+	StringInfoData after;
+	Relation	tgrel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+
+	if (fences == NIL)
+		return;
+
+	initStringInfo(&before);
+	initStringInfo(&after);
+	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_trigger form = (Form_pg_trigger) GETSTRUCT(tuple);
+		const char *name = NameStr(form->tgname);
+		StringInfo	list;
+
+		if (form->tgfoid == funcid || form->tgenabled == TRIGGER_DISABLED ||
+			!TRIGGER_FOR_ROW(form->tgtype) || !TRIGGER_FOR_BEFORE(form->tgtype) ||
+			!(TRIGGER_FOR_INSERT(form->tgtype) || TRIGGER_FOR_UPDATE(form->tgtype)))
+			continue;
+		list = strcmp(name, FENCE_TRIGGER_NAME) < 0 ? &before : &after;
+		appendStringInfo(list, "%s%s", list->len > 0 ? ", " : "", quote_identifier(name));
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+
+	if (before.len == 0 && after.len == 0)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("%s: protected table %s has other BEFORE ROW INSERT or UPDATE triggers, which may change fence column \"%s\"",
+					caller, fencing_qualified_relid_name(relid),
+					((FenceTrigger *) linitial(fences))->column),
+			 before.len > 0 && after.len > 0 ?
+			 errdetail("Row triggers fire in name order: %s before the fence check (it could supply a token the writer does not hold), %s after it (it could change the fence that was checked).",
+					   before.data, after.data) :
+			 before.len > 0 ?
+			 errdetail("Row triggers fire in name order: %s before the fence check (it could supply a token the writer does not hold).",
+					   before.data) :
+			 errdetail("Row triggers fire in name order: %s after the fence check (it could change the fence that was checked).",
+					   after.data),
+			 errhint("Make sure none of them assigns column \"%s\", or drop them; once a table is protected, only its owner may add triggers.",
+					 ((FenceTrigger *) linitial(fences))->column)));
+}
+
+/*
  * DDL has run that may have put tables under parentid (CREATE TABLE ...
  * INHERITS or PARTITION OF, ALTER TABLE ... INHERIT or ATTACH PARTITION):
  * if parentid is protected, each table this transaction linked to it, and
- * everything below that table, follows its fence, or the DDL fails.
+ * everything below that table, follows its fence, or the DDL fails.  Every
+ * fenced table among them is told about the other row triggers it has,
+ * the ones just cloned from an unprotected parent among them.
  */
 void
 fencing_follow_new_children(Oid parentid)
 {
 	const char *caller = "fencing";
+	bool		parent_protected = fencing_protect_trigger(parentid) != NULL;
 	ListCell   *lc;
-
-	if (fencing_protect_trigger(parentid) == NULL)
-		return;
 
 	foreach(lc, fence_inheritance_links(parentid, true))
 	{
 		ListCell   *lc2;
 
 		foreach(lc2, find_all_inheritors(lfirst_oid(lc), AccessShareLock, NULL))
-			fence_follow_parents(lfirst_oid(lc2), caller);
+		{
+			if (parent_protected)
+				fence_follow_parents(lfirst_oid(lc2), caller);
+			fencing_warn_other_row_triggers(lfirst_oid(lc2), caller);
+		}
 	}
 }
 
@@ -599,6 +672,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	foreach(lc, descendants)
 		fence_follow_parents(lfirst_oid(lc), caller);
 	fencing_refuse_view_defaults_over(relid);
+	fencing_warn_other_row_triggers(relid, caller);
+	foreach(lc, descendants)
+		fencing_warn_other_row_triggers(lfirst_oid(lc), caller);
 
 	relation_close(rel, NoLock);
 	PG_RETURN_VOID();

@@ -132,6 +132,7 @@ extern FenceTrigger *fencing_protect_trigger(Oid relid);
 extern bool fencing_trigger_fires_here(const FenceTrigger *trigger);
 extern char *fencing_qualified_relid_name(Oid relid);
 extern void fencing_follow_new_children(Oid parentid);
+extern void fencing_warn_other_row_triggers(Oid relid, const char *caller);
 
 /* statement_hooks.c */
 extern void fencing_statement_hooks_init(void);
