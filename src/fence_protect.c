@@ -540,35 +540,31 @@ fencing_warn_other_row_triggers(Oid relid, const char *caller)
 	List	   *fences = fencing_fence_triggers(relid);
 	StringInfoData before;
 	StringInfoData after;
-	Relation	tgrel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tuple;
+	Relation	rel;
+	TriggerDesc *trigdesc;
+	int			i;
 
 	if (fences == NIL)
 		return;
 
 	initStringInfo(&before);
 	initStringInfo(&after);
-	tgrel = table_open(TriggerRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	rel = relation_open(relid, AccessShareLock);
+	trigdesc = rel->trigdesc;
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
-		Form_pg_trigger form = (Form_pg_trigger) GETSTRUCT(tuple);
-		const char *name = NameStr(form->tgname);
+		Trigger    *trigger = &trigdesc->triggers[i];
 		StringInfo	list;
 
-		if (form->tgfoid == funcid || form->tgenabled == TRIGGER_DISABLED ||
-			!TRIGGER_FOR_ROW(form->tgtype) || !TRIGGER_FOR_BEFORE(form->tgtype) ||
-			!(TRIGGER_FOR_INSERT(form->tgtype) || TRIGGER_FOR_UPDATE(form->tgtype)))
+		if (trigger->tgfoid == funcid || trigger->tgenabled == TRIGGER_DISABLED ||
+			!TRIGGER_FOR_ROW(trigger->tgtype) || !TRIGGER_FOR_BEFORE(trigger->tgtype) ||
+			!(TRIGGER_FOR_INSERT(trigger->tgtype) || TRIGGER_FOR_UPDATE(trigger->tgtype)))
 			continue;
-		list = strcmp(name, FENCE_TRIGGER_NAME) < 0 ? &before : &after;
-		appendStringInfo(list, "%s%s", list->len > 0 ? ", " : "", quote_identifier(name));
+		list = strcmp(trigger->tgname, FENCE_TRIGGER_NAME) < 0 ? &before : &after;
+		appendStringInfo(list, "%s%s", list->len > 0 ? ", " : "",
+						 quote_identifier(trigger->tgname));
 	}
-	systable_endscan(scan);
-	table_close(tgrel, AccessShareLock);
+	relation_close(rel, AccessShareLock);
 
 	if (before.len == 0 && after.len == 0)
 		return;
