@@ -167,6 +167,24 @@ DROP TRIGGER a_fill ON ledger2;
 DROP TRIGGER zz_max ON ledger2;
 SELECT fencing.protect('ledger2');
 
+------------------------------------------------------------------------
+-- Finding 7 (documented, the owner's escape hatches): a fence trigger
+-- replaced by hand with a WHEN clause checks only the rows it selects;
+-- TRUNCATE stays refused, and protect() puts the real trigger back
+------------------------------------------------------------------------
+CREATE TABLE ledger7 (id int PRIMARY KEY, amount int, fence bigint);
+SELECT fencing.protect('ledger7');
+INSERT INTO ledger7 VALUES (1, 100, :token), (2, 200, :token);
+CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE OR DELETE ON ledger7
+	FOR EACH ROW WHEN (false) EXECUTE FUNCTION fencing.reject_stale();
+TRUNCATE ledger7;
+DELETE FROM ledger7 WHERE id = 1;
+SELECT fencing.protect('ledger7');
+\set VERBOSITY sqlstate
+DELETE FROM ledger7 WHERE id = 2;
+\set VERBOSITY default
+SELECT id FROM ledger7;
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA fence_bypass CASCADE;

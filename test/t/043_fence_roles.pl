@@ -26,6 +26,9 @@
 #    replica, so the subscriber's ORIGIN fence trigger does not fire there,
 #    for rows or TRUNCATE: the documented escape hatch (the publisher
 #    fences the writes).
+# 7. A role with only INSERT and UPDATE on a protected table cannot give a
+#    (temporary) view of it a default on the fence column, which would
+#    stand in for the token (review finding 1).
 
 use strict;
 use warnings;
@@ -402,6 +405,34 @@ my ($sret, $sout, $serr) = $sub->psql('postgres',
 like($serr, qr/ERROR:  FN001:/, 'while a local token-less write on the subscriber is refused');
 $sub->safe_psql('postgres', 'DROP SUBSCRIPTION fence_sub');
 $sub->stop;
+
+#
+# 7. A view's default on the fence column stands in for no token (review
+# finding 1): any role may create a temporary view of a table it writes.
+#
+$node->safe_psql(
+	'postgres', q{
+SET ROLE table_owner;
+CREATE TABLE public.ledger_v (id int PRIMARY KEY, amount int, fence bigint);
+SELECT fencing.protect('public.ledger_v');
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.ledger_v TO holder;
+RESET ROLE;
+SELECT fencing.next_token();
+});
+$err = role_fails('holder',
+	q{CREATE TEMP VIEW lv AS SELECT * FROM public.ledger_v;
+	  ALTER VIEW lv ALTER COLUMN fence SET DEFAULT fencing.latest_token();},
+	'42611', 'a writer gives its temporary view of a protected table a fence default');
+like($err, qr/column "fence" of view pg_temp_\d+\.lv cannot have a default/,
+	'the message names the view and its column');
+like($err, qr/writes fence column "fence" of protected table public\.ledger_v/,
+	'the detail names the protected table');
+role_fails('holder',
+	q{CREATE TEMP VIEW lv AS SELECT * FROM public.ledger_v;
+	  INSERT INTO lv (id, amount) VALUES (1, 10);},
+	'FN001', 'a token-less INSERT through the view');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM public.ledger_v'),
+	'0', 'nothing was written');
 
 $node->stop;
 done_testing();
