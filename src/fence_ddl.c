@@ -598,6 +598,7 @@ fencing_fence_utility_after(PlannedStmt *pstmt)
 {
 	Node	   *stmt = pstmt->utilityStmt;
 	List	   *parents = NIL;
+	List	   *attached = NIL;
 	ListCell   *lc;
 
 	switch (nodeTag(stmt))
@@ -616,7 +617,10 @@ fencing_fence_utility_after(PlannedStmt *pstmt)
 				if (cmd->subtype == AT_AddInherit)
 					parents = lappend(parents, cmd->def);
 				else if (cmd->subtype == AT_AttachPartition)
+				{
 					parents = lappend(parents, ((AlterTableStmt *) stmt)->relation);
+					attached = lappend(attached, ((PartitionCmd *) cmd->def)->name);
+				}
 			}
 			break;
 		default:
@@ -634,5 +638,23 @@ fencing_fence_utility_after(PlannedStmt *pstmt)
 
 		if (OidIsValid(parentid))
 			fencing_follow_new_children(parentid);
+	}
+
+	/*
+	 * ATTACH PARTITION under a parent that is not protected: a protected
+	 * table attached gets clones of the parent's row triggers (review
+	 * finding 2); a protected parent's new partitions were told above.
+	 */
+	foreach(lc, attached)
+	{
+		Oid			parentid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
+		Oid			partid = RangeVarGetRelid((RangeVar *) lfirst(lc), NoLock, true);
+		ListCell   *lc2;
+
+		if (!OidIsValid(parentid) || !OidIsValid(partid) ||
+			fencing_protect_trigger(parentid) != NULL)
+			continue;
+		foreach(lc2, find_all_inheritors(partid, AccessShareLock, NULL))
+			fencing_warn_other_row_triggers(lfirst_oid(lc2), "fencing");
 	}
 }

@@ -589,16 +589,17 @@ fencing_warn_other_row_triggers(Oid relid, const char *caller)
  * DDL has run that may have put tables under parentid (CREATE TABLE ...
  * INHERITS or PARTITION OF, ALTER TABLE ... INHERIT or ATTACH PARTITION):
  * if parentid is protected, each table this transaction linked to it, and
- * everything below that table, follows its fence, or the DDL fails.  Every
- * fenced table among them is told about the other row triggers it has,
- * the ones just cloned from an unprotected parent among them.
+ * everything below that table, follows its fence, or the DDL fails, and
+ * is told about the other row triggers it has.
  */
 void
 fencing_follow_new_children(Oid parentid)
 {
 	const char *caller = "fencing";
-	bool		parent_protected = fencing_protect_trigger(parentid) != NULL;
 	ListCell   *lc;
+
+	if (fencing_protect_trigger(parentid) == NULL)
+		return;
 
 	foreach(lc, fence_inheritance_links(parentid, true))
 	{
@@ -606,8 +607,7 @@ fencing_follow_new_children(Oid parentid)
 
 		foreach(lc2, find_all_inheritors(lfirst_oid(lc), AccessShareLock, NULL))
 		{
-			if (parent_protected)
-				fence_follow_parents(lfirst_oid(lc2), caller);
+			fence_follow_parents(lfirst_oid(lc2), caller);
 			fencing_warn_other_row_triggers(lfirst_oid(lc2), caller);
 		}
 	}
