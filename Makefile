@@ -16,6 +16,10 @@
 #   make chaos           failovers under Patroni + etcd with injected faults
 #                        and a checked ledger (root; see test/chaos/README.md;
 #                        CHAOS_SECONDS, CHAOS_SEED, CHAOS_MODE=sync|async|both)
+#   make test-mutants    build deliberately broken versions (one contract
+#                        clause each) and check that their tests fail; not
+#                        part of make test (see test/mutants/README.md;
+#                        MUTANTS="NAME ..." runs only those)
 
 EXTENSION = fencing
 MODULE_big = fencing
@@ -69,13 +73,16 @@ all install installcheck clean:
 	@exit 1
 endif
 
-.PHONY: test demo bench bench-peers test-asan deb chaos
+.PHONY: test demo bench bench-peers test-asan deb chaos test-mutants
 
 test:
 	./test/run_all.sh
 
 test-asan:
 	./test/asan.sh
+
+test-mutants:
+	MUTANTS="$(MUTANTS)" ./test/mutants/run.sh
 
 demo:
 	./examples/demo.sh

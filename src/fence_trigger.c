@@ -363,7 +363,11 @@ fence_token_check_hook(char **newval, void **extra, GucSource source)
 		is_set = true;
 	}
 
+#ifdef FENCING_MUTANT_TOKEN_FROM_ANY_SOURCE
+	if (false)
+#else
 	if (is_set && source != PGC_S_SESSION)
+#endif
 	{
 		GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 		GUC_check_errmsg("fencing.token can only be set in the transaction that writes");
@@ -417,7 +421,11 @@ fence_token_assign_hook(const char *newval, void *extra)
 static inline bool
 fence_token_counts(void)
 {
+#ifdef FENCING_MUTANT_SESSION_TOKEN_COUNTS
+	return fence_token_is_set;
+#else
 	return fence_token_is_set && fence_token_lxid == FENCING_MY_LXID;
+#endif
 }
 
 /*
@@ -516,7 +524,11 @@ static void
 fence_report_stale(Relation rel, const char *column, int64 stale, int64 current)
 {
 	ereport(ERROR,
+#ifdef FENCING_MUTANT_STALE_SQLSTATE_P0001
+			(errcode(ERRCODE_RAISE_EXCEPTION),
+#else
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
+#endif
 			 errmsg("stale fence token " INT64_FORMAT " for table %s",
 					stale, fencing_qualified_relname(rel)),
 			 errdetail("The row's fence column \"%s\" is already " INT64_FORMAT ", above the writer's token " INT64_FORMAT ".",
@@ -654,7 +666,11 @@ fence_check_trigger_protocol(FunctionCallInfo fcinfo)
 				 errdetail("Fences are checked on the table that stores the rows, not on a view."),
 				 errhint("Protect the underlying table with fencing.protect(table).")));
 
+#ifdef FENCING_MUTANT_AFTER_TRIGGER_ALLOWED
+	if (false)
+#else
 	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+#endif
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("trigger \"%s\" on table \"%s\": fencing.reject_stale() must be fired BEFORE the write",
@@ -779,6 +795,9 @@ fence_check_issued(Relation rel, AttrNumber attnum, int64 token)
 {
 	int64		latest = 0;
 
+#ifdef FENCING_MUTANT_UNISSUED_FENCE_ALLOWED
+	return;
+#endif
 	if (likely(token >= 1))
 	{
 		latest = fencing_read_latest_token();
@@ -905,7 +924,11 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		else
 		{
 			if (isnull)
+#ifdef FENCING_MUTANT_MISSING_TOKEN_ALLOWED
+				return PointerGetDatum(newtuple);
+#else
 				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE);
+#endif
 			writer = DatumGetInt64(value);
 		}
 		fence_check_issued(rel, attnum, writer);
@@ -951,7 +974,13 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		}
 		fence_check_issued(rel, attnum, writer);
 
+#if defined(FENCING_MUTANT_TRIGGER_REJECTS_EQUAL)
+		if (writer <= old_fence)
+#elif defined(FENCING_MUTANT_TRIGGER_ALLOWS_STALE_UPDATE)
+		if (false)
+#else
 		if (writer < old_fence)
+#endif
 		{
 			fencing_stat_add(FENCING_STAT_STALE_REJECTED, 1);
 			if (cache->mode == FENCE_STALE_SKIP)
@@ -973,6 +1002,9 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 
 	/* DELETE */
 	Assert(TRIGGER_FIRED_BY_DELETE(event));
+#ifdef FENCING_MUTANT_DELETE_UNCHECKED
+	return PointerGetDatum(oldtuple);
+#endif
 
 	/*
 	 * An UPDATE that moves the row to another partition deletes it from this

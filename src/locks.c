@@ -478,6 +478,9 @@ held_again(const LockRequest *req)
 {
 	HeldLock   *h = held_find(req->key);
 
+#ifdef FENCING_MUTANT_REACQUIRE_NEW_TOKEN
+	return NULL;
+#endif
 	if (h != NULL)
 		check_own_name(h, req);
 	return h;
@@ -510,12 +513,23 @@ attempt(const LockRequest *req)
 	{
 		uint32		now;
 
+#ifdef FENCING_MUTANT_TRY_LOCK_IGNORES_BUSY
+		return true;
+#endif
+#ifdef FENCING_MUTANT_LOCK_SESSION_SCOPED
+		if (LockAcquire(&req->tag, ExclusiveLock, true, true) !=
+			LOCKACQUIRE_NOT_AVAIL)
+			return true;
+#else
 		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
 			return true;
+#endif
 
+#ifndef FENCING_MUTANT_COLLISION_UNREPORTED
 		fencing_lock_registry_check_collision(req->key, req->name,
 											  req->namelen);
+#endif
 		now = fencing_lock_registry_releases(req->key);
 		if (now == releases)
 			return false;
@@ -535,6 +549,9 @@ grant(const LockRequest *req, bool after_wait)
 	int64		token = fencing_issue_token();
 	HeldLock   *h;
 
+#ifdef FENCING_MUTANT_LOCK_GRANT_ASSIGNS_XID
+	(void) GetCurrentTransactionId();
+#endif
 	fencing_lock_registry_grant(pending_slot, token, after_wait);
 	h = held_insert(req, token, pending_slot);
 	pending_slot = -1;

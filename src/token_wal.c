@@ -223,7 +223,11 @@ clock_tolerance(void)
 static void
 make_fresh_start(FencingTokenState *state, uint64 clock)
 {
+#ifdef FENCING_MUTANT_FRESH_START_AT_CLOCK
+	uint64		floor = clock;
+#else
 	uint64		floor = clock + FENCING_LEAD_BOUND + clock_tolerance();
+#endif
 	const char *reason;
 
 	switch ((FreshStartReason) state->fresh_reason)
@@ -267,8 +271,12 @@ plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 
 	if (!state->timeline_checked)
 	{
+#ifdef FENCING_MUTANT_NO_FRESH_START_ON_NEW_TIMELINE
+		if (false)
+#else
 		if (!state->fresh_start &&
 			state->file_timeline != GetWALInsertionTimeLine())
+#endif
 		{
 			state->fresh_start = true;
 			state->fresh_reason = FRESH_OTHER_TIMELINE;
@@ -329,7 +337,11 @@ write_reservation(FencingTokenState *state, uint64 target)
 
 	if (state->file_limit < target || state->file_timeline != timeline)
 	{
+#ifdef FENCING_MUTANT_STATE_FILE_PREVIOUS_LIMIT
+		(void) write_state_file(state->pending_limit, timeline, ERROR);
+#else
 		(void) write_state_file(target, timeline, ERROR);
+#endif
 		state->file_limit = target;
 		state->file_timeline = timeline;
 	}
@@ -400,6 +412,9 @@ fencing_reserve_tokens(uint64 needed)
 			clock_wait = plan_reservation(state, needed, &target);
 			if (clock_wait == 0)
 			{
+#ifdef FENCING_MUTANT_PUBLISH_BEFORE_FLUSH
+				fencing_raise_atomic(&state->limit, target);
+#endif
 				lsn = write_reservation(state, target);
 				wrote = true;
 			}
@@ -749,6 +764,9 @@ fencing_rmgr_redo(XLogReaderState *record)
 	problem = check_record(record, &limit);
 	if (problem != NULL)
 		report_invalid_record(record, problem);
+#ifdef FENCING_MUTANT_REDO_NOOP
+	return;
+#endif
 	(void) GetCurrentReplayRecPtr(&timeline);
 	if (state->fresh_start)
 		timeline = 0;

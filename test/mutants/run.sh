@@ -1,0 +1,287 @@
+#!/bin/bash
+#
+# test/mutants/run.sh -- "make test-mutants": build deliberately broken
+# versions of fencing, one contract clause at a time, and check that the
+# tests written for that clause fail against each.
+#
+#   test/mutants/run.sh                 every mutant in test/mutants/mutants.txt
+#   test/mutants/run.sh NAME [NAME...]  only these (MUTANTS="..." from make)
+#
+# A mutant is one of two kinds (test/mutants/README.md):
+#   - an "#ifdef FENCING_MUTANT_<NAME>" in src/, compiled in with
+#     COPT=-DFENCING_MUTANT_<NAME> (only the files that mention it are
+#     rebuilt);
+#   - test/mutants/<NAME>.patch, applied with patch -p1 to a copy of the
+#     tree (for what is not C: the install scripts).
+# Each is built with WERROR=1, installed into the server under test, and the
+# suite and files that mutants.txt names for it run through test/run_all.sh.
+# A failing run kills the mutant; a passing one means the tests of that
+# clause are weak.  A mutant that is missing from src/, does not apply, does
+# not build, or builds into the same fencing.so as the unmutated tree counts
+# as SURVIVED too: a mutant never silently drops out.
+#
+# One line per mutant ("killed" or "SURVIVED", its name, its clause, the
+# suite and files expected to kill it, the seconds it took), then
+# "N killed, N survived"; the exit status is non-zero when any survived.
+# The unmutated build is installed again at the end, whatever happened.
+# Each install and its suites hold the machine's test lock (as
+# test/run_all.sh does); other runs may go in between two mutants.  Every
+# mutant's log is kept under the scratch directory it names when a mutant
+# survived (FENCING_KEEP_SCRATCH=1 keeps it always).
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+MUTANTS_DIR=$ROOT/test/mutants
+LIST=$MUTANTS_DIR/mutants.txt
+
+# shellcheck source=test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+
+# One run of the suites at a time on this machine: every install into the
+# server and the suites run against it happen under the lock that
+# test/run_all.sh takes, held on descriptor 9 and released between mutants,
+# so that other runs can go in between (building a mutant needs no lock).
+# Servers and suites are started with descriptor 9 closed, so none of them
+# keeps the lock.  When the caller already holds it, FENCING_TEST_LOCKED=1.
+TEST_LOCK=${FENCING_TEST_LOCK:-/tmp/fencing-test.lock}
+LOCKING=0
+if [ -z "${FENCING_TEST_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
+	[ -e "$TEST_LOCK" ] || { : >"$TEST_LOCK" && chmod 666 "$TEST_LOCK"; } 2>/dev/null || true
+	exec 9>>"$TEST_LOCK"
+	LOCKING=1
+fi
+export FENCING_TEST_LOCKED=1
+
+lock()
+{
+	[ "$LOCKING" = 1 ] || return 0
+	if ! flock -n 9; then
+		echo "  (waiting for another test run on this machine: $TEST_LOCK)"
+		flock 9
+	fi
+}
+
+unlock()
+{
+	[ "$LOCKING" = 1 ] || return 0
+	flock -u 9
+}
+
+START_SECONDS=$SECONDS
+
+# --- the list ------------------------------------------------------------------
+#
+# mutants.txt: one mutant a line, "NAME CLAUSE SUITE FILE[,FILE...]", then
+# " -- " and what the mutant breaks.  # starts a comment line.
+
+declare -A CLAUSE=() SUITE=() FILES=() WHAT=()
+ORDER=()
+while IFS= read -r line; do
+	case $line in '' | '#'*) continue ;; esac
+	read -r name clause suite files _ <<<"${line%% -- *}"
+	if [ -z "$files" ] || [[ $line != *' -- '* ]]; then
+		echo "test/mutants/mutants.txt: malformed line: $line" >&2
+		exit 2
+	fi
+	CLAUSE[$name]=$clause
+	SUITE[$name]=$suite
+	FILES[$name]=$files
+	WHAT[$name]=${line#* -- }
+	ORDER+=("$name")
+done <"$LIST"
+
+# Every #ifdef in src/ has a line, so that no mutant is forgotten.
+UNLISTED=()
+while IFS= read -r name; do
+	[ -n "${SUITE[$name]+set}" ] || UNLISTED+=("$name")
+done < <(grep -ohE 'FENCING_MUTANT_[A-Z0-9_]+' "$ROOT"/src/*.[ch] | sed 's/^FENCING_MUTANT_//' | sort -u)
+if [ ${#UNLISTED[@]} -gt 0 ]; then
+	echo "mutants in src/ without a line in test/mutants/mutants.txt: ${UNLISTED[*]}" >&2
+	exit 2
+fi
+
+SELECTED=("$@")
+if [ ${#SELECTED[@]} -eq 0 ] && [ -n "${MUTANTS:-}" ]; then
+	read -r -a SELECTED <<<"$MUTANTS"
+fi
+if [ ${#SELECTED[@]} -eq 0 ]; then
+	SELECTED=("${ORDER[@]}")
+fi
+for name in "${SELECTED[@]}"; do
+	if [ -z "${SUITE[$name]+set}" ]; then
+		echo "no mutant $name in test/mutants/mutants.txt" >&2
+		exit 2
+	fi
+done
+
+# --- the unmutated build ---------------------------------------------------------
+
+SCRATCH=$(mktemp -d /tmp/fencing-mutants.XXXXXX)
+BUILD=$SCRATCH/build
+LOGS=$SCRATCH/logs
+mkdir -p "$BUILD" "$LOGS"
+copy_tree "$ROOT" "$BUILD"
+
+MAKE=(make -s WERROR=1 PG_CONFIG="$PG_CONFIG")
+
+# Build and install what "make" builds from the unmutated tree.
+install_unmutated()
+{
+	local rc=0
+
+	"${MAKE[@]}" -C "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" >"$LOGS/build.log" 2>&1 9>&- || return 1
+	lock
+	"${MAKE[@]}" -C "$BUILD" install >>"$LOGS/build.log" 2>&1 9>&- || rc=1
+	unlock
+	return "$rc"
+}
+
+# fencing.so without symbols or debug information (which records -D
+# options), to tell a mutant that changes nothing.
+stripped_hash()
+{
+	strip --strip-all -o "$SCRATCH/stripped.so" "$1" && md5sum <"$SCRATCH/stripped.so"
+}
+
+# Install the unmutated build again and clean up; returns non-zero when
+# the reinstall failed.  Runs at the end and on any early exit.
+KEEP_SCRATCH=${FENCING_KEEP_SCRATCH:-0}
+restore()
+{
+	local rc=0
+
+	trap - EXIT
+	if [ -n "${MUTANT_OBJECTS+set}" ] && [ ${#MUTANT_OBJECTS[@]} -gt 0 ]; then
+		rm -f "${MUTANT_OBJECTS[@]}"
+	fi
+	if ! install_unmutated; then
+		cat "$LOGS/build.log"
+		echo "the unmutated build could not be installed again: run 'make install'" >&2
+		KEEP_SCRATCH=1
+		rc=1
+	fi
+	if [ "$KEEP_SCRATCH" = 1 ]; then
+		echo "logs: $LOGS"
+	else
+		rm -rf "$SCRATCH"
+	fi
+	return "$rc"
+}
+trap 'restore; exit 1' EXIT
+
+echo "=== building the unmutated tree ($("$PG_CONFIG" --version))"
+if ! install_unmutated; then
+	cat "$LOGS/build.log"
+	echo "the unmutated tree does not build" >&2
+	KEEP_SCRATCH=1
+	exit 1
+fi
+UNMUTATED_HASH=$(stripped_hash "$BUILD/fencing.so")
+
+# --- one mutant --------------------------------------------------------------------
+
+# Build and install mutant $1; on failure set WHY and return 1.  Leaves
+# the tree to build next in $MUTANT_TREE and the object files to rebuild
+# afterwards in MUTANT_OBJECTS.
+build_mutant()
+{
+	local name=$1 log=$LOGS/$1.log sources=() src
+
+	MUTANT_TREE=$BUILD
+	MUTANT_OBJECTS=()
+	if [ -f "$MUTANTS_DIR/$name.patch" ]; then
+		MUTANT_TREE=$SCRATCH/patched
+		rm -rf "$MUTANT_TREE"
+		cp -a "$BUILD" "$MUTANT_TREE"
+		if ! patch -d "$MUTANT_TREE" -p1 --forward --batch <"$MUTANTS_DIR/$name.patch" >"$log" 2>&1 9>&-; then
+			WHY="does not apply (test/mutants/$name.patch)"
+			return 1
+		fi
+		find "$MUTANT_TREE" -name '*.orig' -delete
+		if ! "${MAKE[@]}" -C "$MUTANT_TREE" >>"$log" 2>&1 9>&-; then
+			WHY="does not build"
+			return 1
+		fi
+	else
+		mapfile -t sources < <(grep -lw "FENCING_MUTANT_$name" "$BUILD"/src/*.[ch] || true)
+		if [ ${#sources[@]} -eq 0 ]; then
+			WHY="no #ifdef FENCING_MUTANT_$name in src/"
+			return 1
+		fi
+		for src in "${sources[@]}"; do
+			if [[ $src == *.h ]]; then
+				mapfile -t MUTANT_OBJECTS < <(ls "$BUILD"/src/*.o)
+				break
+			fi
+			MUTANT_OBJECTS+=("${src%.c}.o")
+		done
+		rm -f "${MUTANT_OBJECTS[@]}"
+		if ! "${MAKE[@]}" -C "$BUILD" COPT="-DFENCING_MUTANT_$name" >"$log" 2>&1 9>&-; then
+			WHY="does not build"
+			return 1
+		fi
+	fi
+	if [ "$(stripped_hash "$MUTANT_TREE/fencing.so")" = "$UNMUTATED_HASH" ] &&
+		[ ! -f "$MUTANTS_DIR/$name.patch" ]; then
+		WHY="builds into the unmutated fencing.so"
+		return 1
+	fi
+	return 0
+}
+
+# Undo build_mutant: the next build starts from the unmutated objects.
+forget_mutant()
+{
+	if [ ${#MUTANT_OBJECTS[@]} -gt 0 ]; then
+		rm -f "${MUTANT_OBJECTS[@]}"
+	fi
+	rm -rf "$SCRATCH/patched"
+}
+
+killed=0
+survived=0
+for name in "${SELECTED[@]}"; do
+	started=$SECONDS
+	expected="${SUITE[$name]} ${FILES[$name]//,/ }"
+	log=$LOGS/$name.log
+	verdict=
+	WHY=
+	if ! build_mutant "$name"; then
+		verdict="SURVIVED"
+		expected="$expected: the mutant $WHY"
+		KEEP_SCRATCH=1
+	else
+		lock
+		if ! "${MAKE[@]}" -C "$MUTANT_TREE" install >>"$log" 2>&1 9>&-; then
+			verdict="SURVIVED"
+			expected="$expected: the mutant does not install"
+		# shellcheck disable=SC2086
+		elif FENCING_SKIP_BUILD=1 \
+			FENCING_TAP_TIMEOUT=${FENCING_TAP_TIMEOUT:-240} \
+			FENCING_SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-300} \
+			"$ROOT/test/run_all.sh" "${SUITE[$name]}" ${FILES[$name]//,/ } >>"$log" 2>&1 9>&-; then
+			verdict="SURVIVED"
+			expected="$expected ($(tail -n 1 "$log"))"
+		else
+			verdict="killed"
+			expected="$expected ($(tail -n 1 "$log"))"
+		fi
+		unlock
+		[ "$verdict" = killed ] || KEEP_SCRATCH=1
+	fi
+	forget_mutant
+	if [ "$verdict" = killed ]; then
+		killed=$((killed + 1))
+	else
+		survived=$((survived + 1))
+	fi
+	printf '%-8s  %-28s %-3s %s, %d s\n' "$verdict" "$name" "${CLAUSE[$name]}" \
+		"$expected" $((SECONDS - started))
+done
+
+restored=0
+restore || restored=1
+echo "(test-mutants took $((SECONDS - START_SECONDS)) s; the unmutated build is installed again)"
+echo "$killed killed, $survived survived"
+[ "$survived" -eq 0 ] && [ "$restored" -eq 0 ]
