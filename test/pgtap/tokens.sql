@@ -1,13 +1,16 @@
 -- test/pgtap/tokens.sql -- API shape of fence tokens and the views that
--- report on them (DESIGN.md "Public SQL API").  The behaviour itself is
--- tested by sql/tokens.sql and the TAP tests test/t/01x_tokens_*.pl.
+-- report on them (DESIGN.md "Public SQL API"), and for each part of that
+-- shape the behaviour a single session can see: privileges enforced,
+-- advance_token's floor, the counters and the lock view moving as they
+-- should.  Concurrency, crashes and standbys are in the TAP tests
+-- test/t/01x_tokens_*.pl.
 \set ON_ERROR_STOP 1
 \pset format unaligned
 \pset tuples_only true
 \pset pager off
 
 BEGIN;
-SELECT plan(48);
+SELECT plan(66);
 
 -- the schema and the functions, with their signatures
 SELECT has_schema('fencing');
@@ -113,6 +116,66 @@ SELECT cmp_ok(fencing.next_token(), '>', :last_drawn::bigint,
               'the next token is above the last one drawn');
 SELECT throws_ok('SELECT fencing.advance_token(NULL)', '22004', NULL,
                  'advance_token(NULL) raises null_value_not_allowed');
+
+-- advance_token: every later token is above at_least; it never moves back
+SELECT fencing.next_token() + 1000 AS target \gset
+SELECT cmp_ok(fencing.advance_token(:target::bigint), '>=', :target::bigint,
+              'advance_token returns at least at_least');
+SELECT cmp_ok(fencing.next_token(), '>', :target::bigint,
+              'the token after advance_token(x) is above x');
+SELECT fencing.latest_token() AS before_small_advance \gset
+SELECT is(fencing.advance_token(1), :before_small_advance::bigint,
+          'advance_token below the latest token moves nothing and returns the latest');
+SELECT cmp_ok(fencing.next_token(), '>', :before_small_advance::bigint,
+              'after advance_token(1) tokens keep increasing');
+SELECT throws_ok('SELECT fencing.advance_token(-1)', '22023', NULL,
+                 'advance_token of a negative value raises invalid_parameter_value');
+SELECT throws_ok('SELECT fencing.advance_token(9223372036854775807)', '22003', NULL,
+                 'advance_token beyond what a reservation can cover raises numeric_value_out_of_range');
+SELECT is(fencing.latest_token(), fencing.latest_token(),
+          'latest_token has no side effect');
+
+-- fencing.stats counts what this session does (no other session runs)
+SELECT tokens_issued AS issued_before FROM fencing.stats \gset
+SELECT count(fencing.next_token()) FROM generate_series(1, 10) \g /dev/null
+SELECT is((SELECT tokens_issued FROM fencing.stats) - :issued_before::bigint, 10::bigint,
+          'fencing.stats.tokens_issued rises by one per token');
+
+-- a fencing lock, as the views report it
+SELECT locks_granted AS granted_before FROM fencing.stats \gset
+SELECT fencing.latest_token() AS before_lock \gset
+SELECT fencing.try_lock('  Tap   LOCK ') AS lock_token \gset
+SELECT cmp_ok(:lock_token::bigint, '>', :before_lock::bigint,
+              'try_lock grants a fresh token');
+SELECT is(fencing.try_lock('tap lock'), :lock_token::bigint,
+          'taking the same lock again (another spelling) returns the same token');
+SELECT is(fencing.held_token('TAP LOCK'), :lock_token::bigint,
+          'held_token returns the lock''s token');
+SELECT is((SELECT locks_granted FROM fencing.stats) - :granted_before::bigint, 2::bigint,
+          'fencing.stats.locks_granted counts both grants');
+SELECT results_eq(
+    $$SELECT database, name, key, token, pid, granted FROM fencing.locks$$,
+    format($$VALUES (current_database()::name, 'tap lock'::text,
+                     fencing.lock_key('tap lock'), %s::bigint, pg_backend_pid(), true)$$,
+           :lock_token),
+    'fencing.locks shows the lock: database, canonical name, key, token, pid, granted');
+SELECT cmp_ok((SELECT since FROM fencing.locks), '<=', clock_timestamp(),
+              'fencing.locks.since is not in the future');
+SELECT is((SELECT count(*)::int FROM pg_locks
+           WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+             AND mode = 'ExclusiveLock'
+             AND ((classid::bigint << 32) | objid::bigint)
+                 = hashtextextended('tap lock', 0)),
+          1, 'the lock is the advisory lock on hashtextextended(canonical name, 0)');
+
+-- privileges, as an ordinary role sees them
+SET LOCAL ROLE tap_fencing_plain;
+SELECT throws_ok('SELECT fencing.advance_token(1)', '42501', NULL,
+                 'an ordinary role may not call advance_token');
+SELECT lives_ok('SELECT fencing.next_token()', 'an ordinary role may draw tokens');
+SELECT throws_ok('SELECT fencing.stats_reset()', '42501', NULL,
+                 'an ordinary role may not reset fencing.stats');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;
