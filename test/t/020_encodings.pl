@@ -19,7 +19,7 @@ use feature 'fc';
 use utf8;
 
 use Encode qw(encode_utf8 decode_utf8);
-use Unicode::Normalize qw(NFC);
+use Unicode::Normalize qw(NFC NFD NFKC);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -138,6 +138,49 @@ for my $i (0 .. $#latin1_names)
 		is($latin1_result{l1}{$i}{name}, $expected->{name},
 			"$label: same canonical name in LATIN1");
 	}
+}
+
+# Absolute values, computed without the server: the canonical name by
+# Perl's own Unicode tables (NFKC of the full case folding, default-ignorable
+# code points dropped, White_Space runs collapsed to one space, trimmed),
+# and the key by core's hashtextextended() of that name.  Every database,
+# the UTF8 one included, must agree with them; the comparisons above only
+# show that the databases agree with each other.
+sub perl_canonical
+{
+	my ($name) = @_;
+	my $canonical = NFKC(fc(NFKC(fc(NFD($name)))));
+	$canonical =~ s/\p{Default_Ignorable_Code_Point}//g;
+	$canonical =~ s/\p{White_Space}+/ /g;
+	$canonical =~ s/^ | $//g;
+	return $canonical;
+}
+my @perl_canonical = map { perl_canonical($_) } @latin1_names;
+my $hash_values = join(",\n",
+	map { "($_, " . sql_text($perl_canonical[$_]) . ')' }
+	  grep { $perl_canonical[$_] ne '' } 0 .. $#latin1_names);
+my %perl_key = split /[ \n]/, $node->safe_psql('u8',
+	"SELECT string_agg(i || ' ' || hashtextextended(c, 0), E'\\n' ORDER BY i) "
+	  . "FROM (VALUES $hash_values) v(i, c)");
+for my $i (0 .. $#latin1_names)
+{
+	my $label = sprintf('Latin-1 name %d (%s)', $i,
+		join(' ', map { sprintf 'U+%04X', ord } split //, $latin1_names[$i]));
+	my $canonical = $perl_canonical[$i];
+	if ($canonical eq '')
+	{
+		is($latin1_result{$_}{$i}{key}, '!22023',
+			"$label: white space and ignorables only, an empty name in $_")
+		  for qw(u8 l1);
+		next;
+	}
+	my $hex = unpack('H*', encode_utf8($canonical));
+	is($latin1_result{$_}{$i}{name}, $hex,
+		"$label: canonical name in $_ is Perl's NFKC_Casefold")
+	  for ($canonical =~ /[^\x00-\xff]/ ? qw(u8) : qw(u8 l1));
+	is($latin1_result{$_}{$i}{key}, $perl_key{$i},
+		"$label: key in $_ is hashtextextended of Perl's canonical name")
+	  for qw(u8 l1);
 }
 
 # Spot checks against the contract's own examples.
