@@ -294,9 +294,9 @@ for my $r (@rounds)
 		kill('KILL', $victim) or die "could not kill backend $victim: $!";
 		$node->wait_for_log(qr/all server processes terminated; reinitializing/, $log_offset);
 		$node->wait_for_log(qr/database system is ready to accept connections/, $log_offset);
-		$node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+		ok($node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+			'the postmaster saw the backend crash and reinitialised')
 		  or die 'the server did not come back after the crash';
-		pass('the postmaster saw the backend crash and reinitialised');
 		# every client died with the crash, so nothing has reserved since
 		$file_limit = state_file_limit($node);
 	}
