@@ -153,7 +153,7 @@ restore()
 
 	trap - EXIT
 	if [ -n "${MUTANT_OBJECTS+set}" ] && [ ${#MUTANT_OBJECTS[@]} -gt 0 ]; then
-		rm -f "${MUTANT_OBJECTS[@]}"
+		rm -f "${MUTANT_OBJECTS[@]}" "$BUILD/fencing.so"
 	fi
 	if ! install_unmutated; then
 		cat "$LOGS/build.log"
@@ -216,7 +216,9 @@ build_mutant()
 			fi
 			MUTANT_OBJECTS+=("${src%.c}.o")
 		done
-		rm -f "${MUTANT_OBJECTS[@]}"
+		# PGXS declares every target .SECONDARY: a missing object file is
+		# rebuilt only when fencing.so has to be
+		rm -f "${MUTANT_OBJECTS[@]}" "$BUILD/fencing.so"
 		if ! "${MAKE[@]}" -C "$BUILD" COPT="-DFENCING_MUTANT_$name" >"$log" 2>&1 9>&-; then
 			WHY="does not build"
 			return 1
@@ -234,7 +236,7 @@ build_mutant()
 forget_mutant()
 {
 	if [ ${#MUTANT_OBJECTS[@]} -gt 0 ]; then
-		rm -f "${MUTANT_OBJECTS[@]}"
+		rm -f "${MUTANT_OBJECTS[@]}" "$BUILD/fencing.so"
 	fi
 	rm -rf "$SCRATCH/patched"
 }
