@@ -25,7 +25,8 @@
 # "N killed, N survived"; the exit status is non-zero when any survived.
 # The unmutated build is installed again at the end, whatever happened.
 # Each install and its suites hold the machine's test lock (as
-# test/run_all.sh does); other runs may go in between two mutants.  Every
+# test/run_all.sh does), kept across mutants for at most
+# FENCING_MUTANTS_LOCK_SLICE seconds; other runs go in between.  Every
 # mutant's log is kept under the scratch directory it names when a mutant
 # survived (FENCING_KEEP_SCRATCH=1 keeps it always).
 
@@ -53,19 +54,30 @@ if [ -z "${FENCING_TEST_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
 fi
 export FENCING_TEST_LOCKED=1
 
+# Once taken, the lock is kept for the next mutants for up to
+# FENCING_MUTANTS_LOCK_SLICE seconds (default 300), so that a run is not
+# queued again behind every other run for each of its mutants.
+LOCK_SLICE=${FENCING_MUTANTS_LOCK_SLICE:-300}
+LOCKED_SINCE=
+
 lock()
 {
-	[ "$LOCKING" = 1 ] || return 0
+	[ "$LOCKING" = 1 ] && [ -z "$LOCKED_SINCE" ] || return 0
 	if ! flock -n 9; then
 		echo "  (waiting for another test run on this machine: $TEST_LOCK)"
 		flock 9
 	fi
+	LOCKED_SINCE=$SECONDS
 }
 
+# Release the lock: at once with "now", else when the slice is over.
 unlock()
 {
-	[ "$LOCKING" = 1 ] || return 0
-	flock -u 9
+	[ "$LOCKING" = 1 ] && [ -n "$LOCKED_SINCE" ] || return 0
+	if [ "${1:-}" = now ] || [ $((SECONDS - LOCKED_SINCE)) -ge "$LOCK_SLICE" ]; then
+		flock -u 9
+		LOCKED_SINCE=
+	fi
 }
 
 START_SECONDS=$SECONDS
@@ -133,7 +145,6 @@ install_unmutated()
 	"${MAKE[@]}" -C "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" >"$LOGS/build.log" 2>&1 9>&- || return 1
 	lock
 	"${MAKE[@]}" -C "$BUILD" install >>"$LOGS/build.log" 2>&1 9>&- || rc=1
-	unlock
 	return "$rc"
 }
 
@@ -161,6 +172,7 @@ restore()
 		KEEP_SCRATCH=1
 		rc=1
 	fi
+	unlock now
 	if [ "$KEEP_SCRATCH" = 1 ]; then
 		echo "logs: $LOGS"
 	else
@@ -171,7 +183,7 @@ restore()
 trap 'restore; exit 1' EXIT
 
 echo "=== building the unmutated tree ($("$PG_CONFIG" --version))"
-if ! install_unmutated; then
+if ! "${MAKE[@]}" -C "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" >"$LOGS/build.log" 2>&1 9>&-; then
 	cat "$LOGS/build.log"
 	echo "the unmutated tree does not build" >&2
 	KEEP_SCRATCH=1
