@@ -14,7 +14,9 @@
 #   - test/mutants/<NAME>.patch, applied with patch -p1 to a copy of the
 #     tree (for what is not C: the install scripts).
 # Each is built with WERROR=1, installed into the server under test, and the
-# suite and files that mutants.txt names for it run through test/run_all.sh.
+# suite and files that mutants.txt names for it run through test/run_all.sh,
+# all from one copy of the tree taken at the start (editing the tree during
+# a run changes nothing in it).
 # A failing run kills the mutant; a passing one means the tests of that
 # clause are weak.  A mutant that is missing from src/, does not apply, does
 # not build, or builds into the same fencing.so as the unmutated tree counts
@@ -274,7 +276,7 @@ for name in "${SELECTED[@]}"; do
 		elif FENCING_SKIP_BUILD=1 \
 			FENCING_TAP_TIMEOUT=${FENCING_TAP_TIMEOUT:-240} \
 			FENCING_SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-300} \
-			"$ROOT/test/run_all.sh" "${SUITE[$name]}" ${FILES[$name]//,/ } >>"$log" 2>&1 9>&-; then
+			"$BUILD/test/run_all.sh" "${SUITE[$name]}" ${FILES[$name]//,/ } >>"$log" 2>&1 9>&-; then
 			verdict="SURVIVED"
 			expected="$expected ($(tail -n 1 "$log"))"
 		else
