@@ -57,9 +57,10 @@ fi
 export FENCING_TEST_LOCKED=1
 
 # Once taken, the lock is kept for the next mutants for up to
-# FENCING_MUTANTS_LOCK_SLICE seconds (default 300), so that a run is not
-# queued again behind every other run for each of its mutants.
-LOCK_SLICE=${FENCING_MUTANTS_LOCK_SLICE:-300}
+# FENCING_MUTANTS_LOCK_SLICE seconds (default 900), so that a run is not
+# queued again behind every other run for each of its mutants, and other
+# runs still get a turn during a long one.
+LOCK_SLICE=${FENCING_MUTANTS_LOCK_SLICE:-900}
 LOCKED_SINCE=
 
 lock()
