@@ -10,10 +10,11 @@
 #  - the standby that replayed everything is promoted and continues above
 #    the old primary's last token;
 #  - an asynchronous standby that was disconnected before the primary's
-#    last reservations (so it never saw them) is promoted and also
-#    continues above every token of the old primary: a promotion starts a
-#    new timeline, so its first reservation is a fresh start above its clock
-#    plus the lead bound plus fencing.clock_tolerance (the real 1 s here).
+#    last reservations (so it never saw them), and whose clock runs behind
+#    (libfaketime) by less than its fencing.clock_tolerance, is promoted
+#    and also continues above every token of the old primary: a promotion
+#    starts a new timeline, so its first reservation is a fresh start above
+#    its clock plus the lead bound plus fencing.clock_tolerance.
 
 use strict;
 use warnings;
@@ -21,9 +22,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(state_file_limit);
+use FencingTest qw(state_file_limit libfaketime start_with_fake_clock);
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
@@ -140,13 +142,38 @@ cmp_ok($after_crash, '>', $more_max, 'promoted, then crashed: tokens continue ab
 $standby->stop;
 
 # The asynchronous standby that missed the last reservations: it starts
-# with the old primary gone and is promoted.
-$missed->start;
+# with the old primary gone and is promoted.  Its clock runs behind the
+# moment the old primary issued its last token, by less than its
+# fencing.clock_tolerance (3 s here): what it replayed and its clock are
+# both below that token, so only the fresh start of the new timeline can
+# lift it above (T3 for an asynchronous standby).  Without libfaketime its
+# clock is the real one, already past that moment.
+my $faketime = libfaketime();
+$missed->append_conf('postgresql.conf', "fencing.clock_tolerance = '3s'");
+if ($faketime)
+{
+	# seconds since 1970 of the old primary's last token (nanoseconds
+	# since 2000), then 2.5 s before it
+	my $last_epoch = $last / 1e9 + 946_684_800;
+	start_with_fake_clock($missed,
+		offset => sprintf('%+.3f', $last_epoch - 2.5 - Time::HiRes::time()));
+}
+else
+{
+	$missed->start;
+}
 cmp_ok($missed->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 	'<', $batch, 'the asynchronous standby never saw the last reservations (precondition)');
 $missed->promote;
 $missed->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'the asynchronous standby did not finish promotion';
+SKIP:
+{
+	skip 'libfaketime is not installed', 1 unless $faketime;
+	cmp_ok($missed->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()'),
+		'<', $last,
+		"precondition: the promoted standby's clock is behind the old primary's last token");
+}
 my $missed_first = $missed->safe_psql('postgres', 'SELECT fencing.next_token()');
 cmp_ok($missed_first, '>', $last,
 	"promoted asynchronous standby that missed the last reservations: the first token is above every token of the old primary");
