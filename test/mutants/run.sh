@@ -275,7 +275,7 @@ for name in "${SELECTED[@]}"; do
 			expected="$expected: the mutant does not install"
 		# shellcheck disable=SC2086
 		elif FENCING_SKIP_BUILD=1 \
-			FENCING_TAP_TIMEOUT=${FENCING_TAP_TIMEOUT:-240} \
+			FENCING_TAP_TIMEOUT=${FENCING_TAP_TIMEOUT:-150} \
 			FENCING_SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-300} \
 			"$BUILD/test/run_all.sh" "${SUITE[$name]}" ${FILES[$name]//,/ } >>"$log" 2>&1 9>&-; then
 			verdict="SURVIVED"
