@@ -73,3 +73,60 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION fencing.status() IS
 'one-row summary: latest token, durable reservation limit, clock floor and lead over it, clock tolerance, fresh start, state file, lock tracking capacity';
+
+------------------------------------------------------------------------
+-- Lock groups: all names or none, one token (src/locks.c)
+------------------------------------------------------------------------
+
+CREATE FUNCTION fencing.try_lock_all(names text[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_try_lock_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.try_lock_all(text[]) IS
+'take the locks of all names or of none; one fence token for the group if granted, NULL if any is busy';
+
+CREATE FUNCTION fencing.lock_all(names text[], timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_lock_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.lock_all(text[], interval) IS
+'wait for the locks of all names, taken in key order; one fence token for the group, or NULL with none held when timeout passes';
+
+------------------------------------------------------------------------
+-- Statistics: counters of the 1.1 lock kinds (src/stats.c).  The view's
+-- columns change, so it is dropped and created again with its grant.
+------------------------------------------------------------------------
+
+DROP VIEW fencing.stats;
+DROP FUNCTION fencing.stat_rows();
+
+CREATE FUNCTION fencing.stat_rows(
+	OUT tokens_issued bigint,
+	OUT reservations bigint,
+	OUT reservation_time_ms double precision,
+	OUT locks_granted bigint,
+	OUT locks_busy bigint,
+	OUT locks_timed_out bigint,
+	OUT leases_granted bigint,
+	OUT leases_expired bigint,
+	OUT stale_writes_rejected bigint,
+	OUT stats_reset timestamptz,
+	OUT lock_groups_granted bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'fencing_stat_rows'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE VIEW fencing.stats AS
+	SELECT tokens_issued, reservations, reservation_time_ms,
+		   locks_granted, locks_busy, locks_timed_out,
+		   lock_groups_granted,
+		   leases_granted, leases_expired, stale_writes_rejected,
+		   stats_reset
+	FROM fencing.stat_rows();
+
+COMMENT ON VIEW fencing.stats IS
+'cluster-wide counters since the last fencing.stats_reset()';
+
+GRANT SELECT ON fencing.stats TO PUBLIC;

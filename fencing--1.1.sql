@@ -88,6 +88,22 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION fencing.lease(text, interval) IS
 'try_lock plus a server-enforced lease: a session idle in the transaction longer than ttl is ended';
 
+CREATE FUNCTION fencing.try_lock_all(names text[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_try_lock_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.try_lock_all(text[]) IS
+'take the locks of all names or of none; one fence token for the group if granted, NULL if any is busy';
+
+CREATE FUNCTION fencing.lock_all(names text[], timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_lock_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.lock_all(text[], interval) IS
+'wait for the locks of all names, taken in key order; one fence token for the group, or NULL with none held when timeout passes';
+
 CREATE FUNCTION fencing.held_token(name text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'fencing_held_token'
@@ -129,13 +145,19 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT leases_granted bigint,
 	OUT leases_expired bigint,
 	OUT stale_writes_rejected bigint,
-	OUT stats_reset timestamptz)
+	OUT stats_reset timestamptz,
+	OUT lock_groups_granted bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE VIEW fencing.stats AS
-	SELECT * FROM fencing.stat_rows();
+	SELECT tokens_issued, reservations, reservation_time_ms,
+		   locks_granted, locks_busy, locks_timed_out,
+		   lock_groups_granted,
+		   leases_granted, leases_expired, stale_writes_rejected,
+		   stats_reset
+	FROM fencing.stat_rows();
 
 COMMENT ON VIEW fencing.stats IS
 'cluster-wide counters since the last fencing.stats_reset()';

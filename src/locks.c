@@ -39,6 +39,10 @@
  * the subtransaction's rollback undoes the wait cleanly (including a grant
  * that raced with the timeout).
  *
+ * A group of names (fencing.try_lock_all, fencing.lock_all) is taken lock
+ * by lock in key order under one token drawn at the end; see "Lock groups"
+ * below.
+ *
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
@@ -51,11 +55,14 @@
 #include <math.h>
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
+#include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -68,6 +75,8 @@ PG_FUNCTION_INFO_V1(fencing_try_lock);
 PG_FUNCTION_INFO_V1(fencing_lock);
 PG_FUNCTION_INFO_V1(fencing_lease);
 PG_FUNCTION_INFO_V1(fencing_held_token);
+PG_FUNCTION_INFO_V1(fencing_try_lock_all);
+PG_FUNCTION_INFO_V1(fencing_lock_all);
 
 /* A lock this transaction holds, and the token it was granted with. */
 typedef struct HeldLock
@@ -436,14 +445,20 @@ locks_shmem_exit(int code, Datum arg)
  * Canonicalise the name and build the advisory lock tag exactly as
  * pg_try_advisory_xact_lock(bigint) does for the same key.
  */
+static inline void
+set_advisory_tag(LOCKTAG *tag, int64 key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 (uint32) ((uint64) key >> 32),
+						 (uint32) key, 1);
+}
+
 static void
 prepare_request(LockRequest *req, Datum name)
 {
 	req->namelen = fencing_canonical_name(name, req->name);
 	req->key = fencing_key_of_canonical(req->name, req->namelen);
-	SET_LOCKTAG_ADVISORY(req->tag, MyDatabaseId,
-						 (uint32) ((uint64) req->key >> 32),
-						 (uint32) req->key, 1);
+	set_advisory_tag(&req->tag, req->key);
 }
 
 /*
@@ -539,6 +554,21 @@ attempt(const LockRequest *req)
 }
 
 /*
+ * The pending lock was granted: remember it under this token (0 while a
+ * group is still being taken; its registry slot then stays "acquiring").
+ * From here on the entry, not pending_slot, owns the slot.
+ */
+static HeldLock *
+hold_pending(const LockRequest *req, int64 token)
+{
+	HeldLock   *h = held_insert(req, token, pending_slot);
+
+	pending_slot = -1;
+	pending_subid = InvalidSubTransactionId;
+	return h;
+}
+
+/*
  * The pending lock was granted: draw its token, publish it and remember the
  * grant.  If drawing the token fails, the lock and the pending slot go with
  * the (sub)transaction's abort.
@@ -547,16 +577,12 @@ static HeldLock *
 grant(const LockRequest *req, bool after_wait)
 {
 	int64		token = fencing_issue_token();
-	HeldLock   *h;
 
 #ifdef FENCING_MUTANT_LOCK_GRANT_ASSIGNS_XID
 	(void) GetCurrentTransactionId();
 #endif
 	fencing_lock_registry_grant(pending_slot, token, after_wait);
-	h = held_insert(req, token, pending_slot);
-	pending_slot = -1;
-	pending_subid = InvalidSubTransactionId;
-	return h;
+	return hold_pending(req, token);
 }
 
 /*
@@ -568,18 +594,28 @@ grant(const LockRequest *req, bool after_wait)
  * statements in one query message, which share one transaction).
  */
 static void
-warn_if_autocommit(const LockRequest *req, const char *function)
+warn_if_autocommit(const LockRequest *reqs, int nreqs, const char *function)
 {
+	StringInfoData names;
+	int			i;
+
 	if (IsTransactionBlock() || !fencing_called_from_top_level())
 		return;
 	if (autocommit_warned_lxid == FENCING_MY_LXID)
 		return;
 	autocommit_warned_lxid = FENCING_MY_LXID;
 
+	initStringInfo(&names);
+	for (i = 0; i < nreqs; i++)
+		appendStringInfo(&names, "%s\"%s\"", i > 0 ? ", " : "", reqs[i].name);
+
 	ereport(WARNING,
 			(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
-			 errmsg("fencing lock \"%s\" is released at the end of this statement",
-					req->name),
+			 nreqs == 1 ?
+			 errmsg("fencing lock %s is released at the end of this statement",
+					names.data) :
+			 errmsg("fencing locks %s are released at the end of this statement",
+					names.data),
 			 errdetail("%s was called outside a transaction block, so the lock ends with the statement that took it, and its token guards nothing after that.",
 					   function),
 			 errhint("Start a transaction with BEGIN, take the lock, do the work, then COMMIT.")));
@@ -603,7 +639,7 @@ take_without_waiting(const LockRequest *req, const char *function)
 		return NULL;
 	}
 	h = grant(req, false);
-	warn_if_autocommit(req, function);
+	warn_if_autocommit(req, 1, function);
 	return h;
 }
 
@@ -686,6 +722,24 @@ interval_usecs(const Interval *span)
 }
 
 /*
+ * The timeout argument of the waiting functions in milliseconds: rounded
+ * up to whole milliseconds and capped at INT_MAX milliseconds, lock_timeout's
+ * own range.  Negative is an error; NULL (no timeout) is the caller's case.
+ */
+static int
+timeout_arg_ms(const Interval *timeout)
+{
+	double		usecs = interval_usecs(timeout);
+
+	if (usecs < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock timeout must not be negative"),
+				 errhint("Pass NULL to wait without a timeout, or zero to try once.")));
+	return (int) Min(ceil(usecs / 1000.0), (double) INT_MAX);
+}
+
+/*
  * A NULL lock name would silently mean "no lock"; say so instead.
  */
 static void
@@ -736,18 +790,8 @@ fencing_lock(PG_FUNCTION_ARGS)
 
 	fencing_error_if_standby("fencing.lock()");
 	error_if_null_name(fcinfo);
-
 	if (has_timeout)
-	{
-		double		usecs = interval_usecs(PG_GETARG_INTERVAL_P(1));
-
-		if (usecs < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("lock timeout must not be negative"),
-					 errhint("Pass NULL to wait without a timeout, or zero to try once.")));
-		timeout_ms = (int) Min(ceil(usecs / 1000.0), (double) INT_MAX);
-	}
+		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
 
 	prepare_request(&req, PG_GETARG_DATUM(0));
 
@@ -777,7 +821,7 @@ fencing_lock(PG_FUNCTION_ARGS)
 			waited = true;
 		}
 		h = grant(&req, waited);
-		warn_if_autocommit(&req, "fencing.lock()");
+		warn_if_autocommit(&req, 1, "fencing.lock()");
 	}
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
@@ -921,4 +965,295 @@ fencing_held_token(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	check_own_name(h, &req);
 	PG_RETURN_INT64(h->token);
+}
+
+/*
+ * Lock groups: fencing.try_lock_all() and fencing.lock_all().
+ *
+ * A group is a set of names taken together under one token.  Its locks are
+ * taken one by one, in the order of their keys (then names), the order
+ * every caller uses, so two groups that share names cannot each hold a
+ * name the other waits for: the first name they share is taken by one of
+ * them first, and the other waits for it before taking anything after it.
+ * Each lock taken is entered in held[] at once, with token 0 and its
+ * registry slot still "acquiring", so an error at any point (a cancel, a
+ * collision, a full registry) releases what was taken with the
+ * (sub)transaction, as for a single lock.  When a name is busy (try) or its
+ * wait times out, the names already taken in this call are released on the
+ * spot, newest first, so the caller holds nothing of the group.  Only when
+ * every name is held is the one token drawn and published for all of them.
+ */
+
+/* Sort order of a group's requests: key, then canonical name. */
+static int
+request_cmp(const void *a, const void *b)
+{
+	const LockRequest *ra = (const LockRequest *) a;
+	const LockRequest *rb = (const LockRequest *) b;
+	int			cmp;
+
+	if (ra->key != rb->key)
+		return ra->key < rb->key ? -1 : 1;
+	cmp = memcmp(ra->name, rb->name, Min(ra->namelen, rb->namelen));
+	if (cmp != 0)
+		return cmp;
+	return ra->namelen - rb->namelen;
+}
+
+/*
+ * Canonicalise the names of a group, sort them into the order they are
+ * taken in and drop repeats (names equal after normalisation are one
+ * lock).  Two different names with the same key cannot both be held: that
+ * is a collision (L6), reported before anything is taken.  Returns the
+ * palloc'd requests and sets *count.
+ */
+static LockRequest *
+prepare_group(FunctionCallInfo fcinfo, int *count)
+{
+	ArrayType  *names;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			nelems;
+	LockRequest *reqs;
+	int			n = 0;
+	int			i;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock name list must not be null")));
+	names = PG_GETARG_ARRAYTYPE_P(0);
+	deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &elem_nulls, &nelems);
+	if (nelems == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name list must not be empty")));
+
+	reqs = palloc(sizeof(LockRequest) * nelems);
+	for (i = 0; i < nelems; i++)
+	{
+		if (elem_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("lock name must not be null"),
+					 errdetail("Element %d of the list is null.", i + 1)));
+		prepare_request(&reqs[i], elems[i]);
+	}
+	qsort(reqs, nelems, sizeof(LockRequest), request_cmp);
+
+	for (i = 0; i < nelems; i++)
+	{
+		if (n > 0 && reqs[n - 1].key == reqs[i].key)
+		{
+			if (request_cmp(&reqs[n - 1], &reqs[i]) == 0)
+				continue;
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCING_KEY_COLLISION),
+					 errmsg("lock name \"%s\" collides with \"%s\"",
+							reqs[i].name, reqs[n - 1].name),
+					 errdetail("Both names share the lock key %lld, so one group cannot hold both.",
+							   (long long) reqs[i].key),
+					 errhint("Rename one of the two locks.")));
+		}
+		if (n != i)
+			reqs[n] = reqs[i];
+		n++;
+	}
+	*count = n;
+	return reqs;
+}
+
+/*
+ * Does this transaction already hold the whole group?  A group has one
+ * token, which held_token() returns for each of its names, so it can be
+ * taken again only as a whole: when every name is held under one token
+ * (the same group, or a part of it, taken again: L5), that token is the
+ * answer.  A group that overlaps locks held under other tokens, or only
+ * some of its names, is an error, since no single token could stand for
+ * it.
+ */
+static bool
+group_held(const LockRequest *reqs, int n, int64 *token)
+{
+	int			held_n = 0;
+	bool		one_token = true;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		HeldLock   *h = held_again(&reqs[i]);
+
+		if (h == NULL)
+			continue;
+		if (held_n == 0)
+			*token = h->token;
+		else if (h->token != *token)
+			one_token = false;
+		held_n++;
+	}
+	if (held_n == 0)
+		return false;
+	if (held_n == n && one_token)
+		return true;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("lock group overlaps fencing locks this transaction already holds"),
+			 errdetail("This transaction holds %d of the group's %d names, not all under one token; a group has a single token for all its names.",
+					   held_n, n),
+			 errhint("Take the names together in one call, before taking any of them alone.")));
+	return false;				/* keep the compiler quiet */
+}
+
+/*
+ * Release the last count locks taken, newest first: core's lock, then the
+ * entry and its slot.  Only for locks taken in this call, which are the
+ * tail of held[] and owned by the current resource owner.
+ */
+static void
+release_newest(int count)
+{
+	while (count-- > 0)
+	{
+		LOCKTAG		tag;
+
+		set_advisory_tag(&tag, held[held_count - 1].key);
+		LockRelease(&tag, ExclusiveLock, false);
+		held_pop();
+	}
+}
+
+/*
+ * Take every lock of a sorted group, waiting for busy ones when wait is
+ * set (for at most timeout_ms in all, when has_timeout).  On success the
+ * group's token is drawn and published and returned; 0 when a name was busy
+ * or the time ran out, with nothing of the group held.
+ */
+static int64
+take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
+		   int timeout_ms)
+{
+	TimestampTz deadline = 0;
+	bool		waited = false;
+	int64		token;
+	int			taken;
+
+	if (wait && has_timeout)
+		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+											   timeout_ms);
+
+	for (taken = 0; taken < n; taken++)
+	{
+		LockRequest *req = &reqs[taken];
+
+		if (!attempt(req))
+		{
+			bool		granted = false;
+
+			if (wait && !has_timeout)
+			{
+				fencing_lock_registry_wait(pending_slot);
+				(void) LockAcquire(&req->tag, ExclusiveLock, false, false);
+				granted = true;
+			}
+			else if (wait)
+			{
+				long		remaining_ms =
+					TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													deadline);
+
+				if (remaining_ms > 0)
+				{
+					fencing_lock_registry_wait(pending_slot);
+					granted = wait_with_timeout(req, (int) remaining_ms);
+				}
+			}
+			if (!granted)
+			{
+				release_pending();
+				release_newest(taken);
+				return 0;
+			}
+			waited = true;
+		}
+		(void) hold_pending(req, 0);
+	}
+
+	token = fencing_issue_token();
+	for (taken = held_count - n; taken < held_count; taken++)
+	{
+		held[taken].token = token;
+		fencing_lock_registry_grant(held[taken].slot, token, waited);
+	}
+	return token;
+}
+
+/*
+ * The common part of try_lock_all and lock_all: the group's token, already
+ * held or newly granted (with the autocommit warning), or false when a
+ * name was busy or the time ran out, counted in fencing.stats.
+ */
+static bool
+lock_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
+		   int timeout_ms, const char *function, int64 *token)
+{
+	if (!group_held(reqs, n, token))
+	{
+		*token = take_group(reqs, n, wait, has_timeout, timeout_ms);
+		if (*token == 0)
+		{
+			fencing_stat_add(wait ? FENCING_STAT_LOCKS_TIMED_OUT :
+							 FENCING_STAT_LOCKS_BUSY, 1);
+			return false;
+		}
+		warn_if_autocommit(reqs, n, function);
+	}
+	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, n);
+	fencing_stat_add(FENCING_STAT_LOCK_GROUPS_GRANTED, 1);
+	return true;
+}
+
+/*
+ * SQL: fencing.try_lock_all(names).  Every name or none: the group's token
+ * when all were free, NULL (holding none of them) when any was busy.
+ */
+Datum
+fencing_try_lock_all(PG_FUNCTION_ARGS)
+{
+	LockRequest *reqs;
+	int			n;
+	int64		token;
+
+	fencing_error_if_standby("fencing.try_lock_all()");
+	reqs = prepare_group(fcinfo, &n);
+	if (!lock_group(reqs, n, false, false, 0, "fencing.try_lock_all()", &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * SQL: fencing.lock_all(names, timeout).  As try_lock_all, but waits for
+ * busy names in core's lock queue, in key order, holding the names before
+ * them meanwhile; timeout bounds the whole call (NULL: no bound, zero: try
+ * once), and when it passes the names taken so far are released and the
+ * answer is NULL.  Errors end the wait as for fencing.lock().
+ */
+Datum
+fencing_lock_all(PG_FUNCTION_ARGS)
+{
+	LockRequest *reqs;
+	int			n;
+	int64		token;
+	bool		has_timeout = !PG_ARGISNULL(1);
+	int			timeout_ms = 0;
+
+	fencing_error_if_standby("fencing.lock_all()");
+	if (has_timeout)
+		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
+	reqs = prepare_group(fcinfo, &n);
+	if (!lock_group(reqs, n, true, has_timeout, timeout_ms,
+					"fencing.lock_all()", &token))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
 }

@@ -148,14 +148,18 @@ stat_total(FencingStat which, const uint64 *baseline)
 }
 
 /*
- * SQL: fencing.stat_rows(), the row behind the view fencing.stats.
+ * SQL: fencing.stat_rows(), the row behind the view fencing.stats.  The
+ * columns of later versions come after those of 1.0, so a database not yet
+ * updated (which declares fewer) still reads its own.
  */
+#define STAT_ROWS_COLUMNS	11
+
 Datum
 fencing_stat_rows(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[10];
-	bool		nulls[10] = {0};
+	Datum		values[STAT_ROWS_COLUMNS];
+	bool		nulls[STAT_ROWS_COLUMNS] = {0};
 	uint64		baseline[FENCING_STAT_COUNT];
 	TimestampTz reset_time;
 
@@ -177,6 +181,12 @@ fencing_stat_rows(PG_FUNCTION_ARGS)
 	values[7] = Int64GetDatum((int64) stat_total(FENCING_STAT_LEASES_EXPIRED, baseline));
 	values[8] = Int64GetDatum((int64) stat_total(FENCING_STAT_STALE_REJECTED, baseline));
 	values[9] = TimestampTzGetDatum(reset_time);
+	/* added in 1.1, after the 1.0 columns, which a 1.0 database declares */
+	values[10] = Int64GetDatum((int64) stat_total(FENCING_STAT_LOCK_GROUPS_GRANTED, baseline));
+
+	if (tupdesc->natts > STAT_ROWS_COLUMNS)
+		elog(ERROR, "fencing.stat_rows() is declared with %d columns, expected at most %d",
+			 tupdesc->natts, STAT_ROWS_COLUMNS);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

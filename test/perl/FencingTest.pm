@@ -17,7 +17,53 @@ use Time::HiRes ();
 
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock clock_offset sql_text start_pgbouncer stop_pgbouncer
-  @WHITE_SPACE @IGNORABLE);
+  run_gated_clients @WHITE_SPACE @IGNORABLE);
+
+# Run one psql process (ON_ERROR_STOP) per SQL script text against the
+# database "postgres" of $node, all starting at the same moment: each script
+# first waits at a gate, the advisory lock $gate_key that a session of ours
+# holds until every client waits for it.  Waits for all to end; returns the
+# number of clients that failed and their standard error, concatenated.
+sub run_gated_clients
+{
+	my ($node, $gate_key, @scripts) = @_;
+	my $dir = tempdir(CLEANUP => 1);
+	my (@clients, $failed, $stderr);
+
+	my $gate = $node->background_psql('postgres');
+	$gate->query_safe("SELECT pg_advisory_lock($gate_key)");
+	for my $i (0 .. $#scripts)
+	{
+		my $script = "$dir/client$i.sql";
+		open(my $fh, '>', $script) or die "could not write $script: $!";
+		print $fh "SELECT pg_advisory_lock_shared($gate_key) \\g /dev/null\n";
+		print $fh "SELECT pg_advisory_unlock_shared($gate_key) \\g /dev/null\n";
+		print $fh $scripts[$i];
+		close($fh);
+		push @clients, { err => "$dir/client$i.err" };
+		$clients[-1]{handle} = IPC::Run::start(
+			[
+				'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
+				'-d', $node->connstr('postgres'), '-f', $script
+			],
+			'<', \undef, '>', '/dev/null', '2>', $clients[-1]{err});
+	}
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = " . scalar(@scripts) . " FROM pg_locks
+		 WHERE locktype = 'advisory' AND objid = $gate_key AND NOT granted")
+	  or die "the clients did not reach the start gate";
+	$gate->query_safe("SELECT pg_advisory_unlock($gate_key)");
+	$gate->quit;
+
+	$failed = 0;
+	$stderr = '';
+	for my $c (@clients)
+	{
+		$failed++ unless $c->{handle}->finish;
+		$stderr .= slurp_file($c->{err});
+	}
+	return ($failed, $stderr);
+}
 
 # The fields of a node's fencing.state file (see src/token_wal.c: magic,
 # version, limit, and in version 2 the timeline), or an empty list when
