@@ -19,7 +19,8 @@ REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
 ------------------------------------------------------------------------
 
 -- Every lock has an entry in the tracking table now (a lock that finds none
--- is refused), so fencing.locks loses its "untracked" column.  A view's
+-- is refused), so fencing.locks loses its "untracked" column, and it gains
+-- "mode" (exclusive, shared, or a semaphore's "permit n of m").  A view's
 -- column cannot be dropped: drop the view and the function behind it and
 -- create both again, with the view's grant.
 DROP VIEW fencing.locks;
@@ -32,13 +33,14 @@ CREATE FUNCTION fencing.lock_rows(
 	OUT token bigint,
 	OUT pid integer,
 	OUT since timestamptz,
-	OUT granted boolean)
+	OUT granted boolean,
+	OUT mode text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'fencing_lock_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE VIEW fencing.locks AS
-	SELECT database, name, key, token, pid, since, granted
+	SELECT database, name, key, mode, token, pid, since, granted
 	FROM fencing.lock_rows();
 
 COMMENT ON VIEW fencing.locks IS
@@ -95,6 +97,26 @@ COMMENT ON FUNCTION fencing.lock_all(text[], interval) IS
 'wait for the locks of all names, taken in key order; one fence token for the group, or NULL with none held when timeout passes';
 
 ------------------------------------------------------------------------
+-- Shared locks: the same lock in ShareLock mode (src/locks.c)
+------------------------------------------------------------------------
+
+CREATE FUNCTION fencing.try_lock_shared(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_try_lock_shared'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.try_lock_shared(text) IS
+'take the transaction-scoped advisory lock for name in shared mode; a fence token if granted, NULL if busy';
+
+CREATE FUNCTION fencing.lock_shared(name text, timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_lock_shared'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.lock_shared(text, interval) IS
+'wait for the transaction-scoped advisory lock for name in shared mode; a fence token, or NULL when timeout passes';
+
+------------------------------------------------------------------------
 -- Statistics: counters of the 1.1 lock kinds (src/stats.c).  The view's
 -- columns change, so it is dropped and created again with its grant.
 ------------------------------------------------------------------------
@@ -113,7 +135,8 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT leases_expired bigint,
 	OUT stale_writes_rejected bigint,
 	OUT stats_reset timestamptz,
-	OUT lock_groups_granted bigint)
+	OUT lock_groups_granted bigint,
+	OUT shared_locks_granted bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -121,7 +144,7 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE VIEW fencing.stats AS
 	SELECT tokens_issued, reservations, reservation_time_ms,
 		   locks_granted, locks_busy, locks_timed_out,
-		   lock_groups_granted,
+		   lock_groups_granted, shared_locks_granted,
 		   leases_granted, leases_expired, stale_writes_rejected,
 		   stats_reset
 	FROM fencing.stat_rows();

@@ -85,11 +85,22 @@ extern int64 fencing_key_of_canonical(const char *buf, int len);
 extern void fencing_locks_init(void);
 
 /* lock_registry.c */
+
+/* How a registry entry holds its name, for the view's "mode" column. */
+typedef enum FencingLockMode
+{
+	FENCING_LOCK_EXCLUSIVE = 0,
+	FENCING_LOCK_SHARED,
+	FENCING_LOCK_PERMIT			/* a permit of a semaphore */
+} FencingLockMode;
+
 extern void fencing_lock_registry_init(void);
 extern int	fencing_lock_registry_capacity(void);
 extern int	fencing_lock_registry_count(void);
 extern int64 fencing_lock_registry_untracked(void);
-extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen);
+extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen,
+										FencingLockMode mode, int permit,
+										int permits);
 extern void fencing_lock_registry_wait(int slotno);
 extern void fencing_lock_registry_grant(int slotno, int64 token, bool after_wait);
 extern uint32 fencing_lock_registry_releases(int64 key);
@@ -162,6 +173,7 @@ typedef enum FencingStat
 	FENCING_STAT_LEASES_EXPIRED,
 	FENCING_STAT_STALE_REJECTED,
 	FENCING_STAT_LOCK_GROUPS_GRANTED,
+	FENCING_STAT_SHARED_LOCKS_GRANTED,
 	FENCING_STAT_COUNT
 } FencingStat;
 

@@ -49,6 +49,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -86,6 +87,9 @@ typedef struct LockSlotData
 {
 	uint8		state;			/* a LockSlotState */
 	uint8		namelen;
+	uint8		mode;			/* a FencingLockMode */
+	uint16		permit;			/* FENCING_LOCK_PERMIT: which permit, 1.. */
+	uint16		permits;		/* and of how many */
 	Oid			dboid;
 	int			pid;
 	int64		key;
@@ -276,6 +280,9 @@ slot_read(LockSlot *slot, LockSlotData *copy)
 		{
 			copy->state = slot->data.state;
 			copy->namelen = Min(slot->data.namelen, FENCING_NAME_MAX_BYTES);
+			copy->mode = slot->data.mode;
+			copy->permit = slot->data.permit;
+			copy->permits = slot->data.permits;
 			copy->dboid = slot->data.dboid;
 			copy->pid = slot->data.pid;
 			copy->key = slot->data.key;
@@ -322,12 +329,14 @@ probe_distance(int64 key, int slotno)
  * Claim a slot, in state "acquiring", for a lock this backend is about to
  * take, and publish its name.  The caller then calls LockAcquire: anyone
  * who finds the lock busy from now on can see who uses the key.  Returns
- * the slot number.  Takes no lock and allocates nothing; a full table is an
+ * the slot number.  mode says how the name is held (for a semaphore's
+ * permit, which one of how many).  Takes no lock and allocates nothing; a full table is an
  * error, raised before any lock is taken, because a lock without a slot
  * could not be checked for collisions (L6).
  */
 int
-fencing_lock_registry_claim(int64 key, const char *name, int namelen)
+fencing_lock_registry_claim(int64 key, const char *name, int namelen,
+							FencingLockMode mode, int permit, int permits)
 {
 	uint32		me = (uint32) MyProc->pgprocno + 1;
 	int			i;
@@ -350,6 +359,9 @@ fencing_lock_registry_claim(int64 key, const char *name, int namelen)
 		slot_begin_write(slot);
 		slot->data.state = LOCK_SLOT_ACQUIRING;
 		slot->data.namelen = (uint8) namelen;
+		slot->data.mode = (uint8) mode;
+		slot->data.permit = (uint16) permit;
+		slot->data.permits = (uint16) permits;
 		slot->data.dboid = MyDatabaseId;
 		slot->data.pid = MyProcPid;
 		slot->data.key = key;
@@ -534,10 +546,30 @@ fencing_lock_registry_untracked(void)
 }
 
 /*
+ * The view's "mode" of a slot: exclusive, shared, or "permit n of m".
+ */
+static text *
+slot_mode_text(const LockSlotData *copy)
+{
+	switch ((FencingLockMode) copy->mode)
+	{
+		case FENCING_LOCK_SHARED:
+			return cstring_to_text("shared");
+		case FENCING_LOCK_PERMIT:
+			return cstring_to_text(psprintf("permit %d of %d",
+											(int) copy->permit,
+											(int) copy->permits));
+		case FENCING_LOCK_EXCLUSIVE:
+			break;
+	}
+	return cstring_to_text("exclusive");
+}
+
+/*
  * SQL: fencing.lock_rows(), the set behind the view fencing.locks: one row
  * per slot in use.  A database still at version 1.0 of the extension
- * declares an eighth column, "untracked"; it is NULL now that every lock
- * has a slot.
+ * declares an eighth column, "untracked" (boolean); it is NULL now that
+ * every lock has a slot.  Since 1.1 the eighth column is "mode" (text).
  */
 #define LOCK_ROWS_MAX_COLUMNS	8
 
@@ -549,10 +581,14 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 	char	   *cached_dbname = NULL;
 	int			i;
 
+	bool		has_mode;
+
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts > LOCK_ROWS_MAX_COLUMNS)
 		elog(ERROR, "fencing.lock_rows() is declared with %d columns, expected at most %d",
 			 rsinfo->setDesc->natts, LOCK_ROWS_MAX_COLUMNS);
+	has_mode = rsinfo->setDesc->natts > 7 &&
+		TupleDescAttr(rsinfo->setDesc, 7)->atttypid == TEXTOID;
 
 	for (i = 0; i < registry->capacity; i++)
 	{
@@ -599,7 +635,12 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 		nulls[5] = false;
 		values[6] = BoolGetDatum(granted);
 		nulls[6] = false;
-		/* values[7], 1.0's "untracked", stays NULL */
+		/* values[7] is 1.1's "mode", or 1.0's "untracked", which stays NULL */
+		if (has_mode)
+		{
+			values[7] = PointerGetDatum(slot_mode_text(&copy));
+			nulls[7] = false;
+		}
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -77,6 +77,8 @@ PG_FUNCTION_INFO_V1(fencing_lease);
 PG_FUNCTION_INFO_V1(fencing_held_token);
 PG_FUNCTION_INFO_V1(fencing_try_lock_all);
 PG_FUNCTION_INFO_V1(fencing_lock_all);
+PG_FUNCTION_INFO_V1(fencing_try_lock_shared);
+PG_FUNCTION_INFO_V1(fencing_lock_shared);
 
 /* A lock this transaction holds, and the token it was granted with. */
 typedef struct HeldLock
@@ -87,6 +89,7 @@ typedef struct HeldLock
 	SubTransactionId lease_subid;	/* outermost one that took a lease on
 									 * it, or InvalidSubTransactionId */
 	int			lease_ttl_ms;	/* shortest ttl of its leases, if any */
+	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
 	int			slot;			/* registry slot */
 	uint32		bucket;			/* position in held_index */
 	int			namelen;
@@ -136,6 +139,7 @@ typedef struct LockRequest
 	int			namelen;
 	int64		key;
 	LOCKTAG		tag;
+	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
 } LockRequest;
 
 static void locks_xact_callback(XactEvent event, void *arg);
@@ -290,6 +294,7 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	h->subid = GetCurrentSubTransactionId();
 	h->lease_subid = InvalidSubTransactionId;
 	h->lease_ttl_ms = 0;
+	h->lockmode = req->lockmode;
 	h->slot = slot;
 	h->bucket = b;
 	h->namelen = req->namelen;
@@ -443,7 +448,8 @@ locks_shmem_exit(int code, Datum arg)
 
 /*
  * Canonicalise the name and build the advisory lock tag exactly as
- * pg_try_advisory_xact_lock(bigint) does for the same key.
+ * pg_try_advisory_xact_lock(bigint) and pg_try_advisory_xact_lock_shared
+ * (bigint) do for the same key; they differ only in the lock mode.
  */
 static inline void
 set_advisory_tag(LOCKTAG *tag, int64 key)
@@ -454,11 +460,12 @@ set_advisory_tag(LOCKTAG *tag, int64 key)
 }
 
 static void
-prepare_request(LockRequest *req, Datum name)
+prepare_request(LockRequest *req, Datum name, LOCKMODE lockmode)
 {
 	req->namelen = fencing_canonical_name(name, req->name);
 	req->key = fencing_key_of_canonical(req->name, req->namelen);
 	set_advisory_tag(&req->tag, req->key);
+	req->lockmode = lockmode;
 }
 
 /*
@@ -484,7 +491,8 @@ check_own_name(const HeldLock *h, const LockRequest *req)
 
 /*
  * This transaction already holds the key through fencing: the entry, after
- * checking that it was taken under the same name; else NULL.  Core's lock
+ * checking that it was taken under the same name and in a mode that covers
+ * the one asked for (an exclusive lock covers a shared request); else NULL.  Core's lock
  * is held by the entry's (sub)transaction or an ancestor of it until that
  * one ends, so there is nothing to acquire again.
  */
@@ -497,7 +505,16 @@ held_again(const LockRequest *req)
 	return NULL;
 #endif
 	if (h != NULL)
+	{
 		check_own_name(h, req);
+		if (unlikely(h->lockmode == ShareLock && req->lockmode != ShareLock))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("fencing lock \"%s\" is held in shared mode by this transaction",
+							req->name),
+					 errdetail("A shared lock is not made exclusive: two shared holders doing so would wait for each other."),
+					 errhint("Take the lock exclusively from the start, or end this transaction first.")));
+	}
 	return h;
 }
 
@@ -520,7 +537,10 @@ attempt(const LockRequest *req)
 
 	held_reserve();
 	pending_slot = fencing_lock_registry_claim(req->key, req->name,
-											   req->namelen);
+											   req->namelen,
+											   req->lockmode == ShareLock ?
+											   FENCING_LOCK_SHARED :
+											   FENCING_LOCK_EXCLUSIVE, 0, 0);
 	pending_subid = GetCurrentSubTransactionId();
 
 	releases = fencing_lock_registry_releases(req->key);
@@ -532,11 +552,11 @@ attempt(const LockRequest *req)
 		return true;
 #endif
 #ifdef FENCING_MUTANT_LOCK_SESSION_SCOPED
-		if (LockAcquire(&req->tag, ExclusiveLock, true, true) !=
+		if (LockAcquire(&req->tag, req->lockmode, true, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
 			return true;
 #else
-		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
+		if (LockAcquire(&req->tag, req->lockmode, false, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
 			return true;
 #endif
@@ -672,7 +692,7 @@ wait_with_timeout(const LockRequest *req, int timeout_ms)
 	{
 		if (ours)
 			LockTimeout = timeout_ms;
-		(void) LockAcquire(&req->tag, ExclusiveLock, false, false);
+		(void) LockAcquire(&req->tag, req->lockmode, false, false);
 
 		/*
 		 * A lock timeout that fired just as the lock was granted is still
@@ -752,48 +772,51 @@ error_if_null_name(FunctionCallInfo fcinfo)
 }
 
 /*
- * SQL: fencing.try_lock(name).  The token when granted, NULL when another
- * transaction holds the lock.
+ * try_lock and try_lock_shared: the token when granted, NULL when busy.
+ * Inlined into each, so the mode is a constant.
  */
-Datum
-fencing_try_lock(PG_FUNCTION_ARGS)
+static inline Datum
+try_lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode,
+				 const char *function)
 {
 	LockRequest req;
 	HeldLock   *h;
 
-	fencing_error_if_standby("fencing.try_lock()");
+	fencing_error_if_standby(function);
 	error_if_null_name(fcinfo);
-	prepare_request(&req, PG_GETARG_DATUM(0));
+	prepare_request(&req, PG_GETARG_DATUM(0), lockmode);
 
-	h = take_without_waiting(&req, "fencing.try_lock()");
+	h = take_without_waiting(&req, function);
 	if (h == NULL)
 		PG_RETURN_NULL();
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
+	if (lockmode == ShareLock)
+		fencing_stat_add(FENCING_STAT_SHARED_LOCKS_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
 }
 
 /*
- * SQL: fencing.lock(name, timeout).  Waits in core's lock queue: NULL
- * timeout waits until granted (or until lock_timeout, statement_timeout,
- * a deadlock or a cancel ends the statement with an error); a zero timeout
- * tries once; otherwise NULL when the timeout passes.  Timeouts are
- * rounded up to whole milliseconds and capped at INT_MAX milliseconds,
- * lock_timeout's own range.  While it waits, the view shows the wait.
+ * lock and lock_shared.  Waits in core's lock queue: NULL timeout waits
+ * until granted (or until lock_timeout, statement_timeout, a deadlock or a
+ * cancel ends the statement with an error); a zero timeout tries once;
+ * otherwise NULL when the timeout passes.  Timeouts are rounded up to whole
+ * milliseconds and capped at INT_MAX milliseconds, lock_timeout's own
+ * range.  While it waits, the view shows the wait.
  */
-Datum
-fencing_lock(PG_FUNCTION_ARGS)
+static inline Datum
+lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode, const char *function)
 {
 	LockRequest req;
 	HeldLock   *h;
 	bool		has_timeout = !PG_ARGISNULL(1);
 	int			timeout_ms = 0;
 
-	fencing_error_if_standby("fencing.lock()");
+	fencing_error_if_standby(function);
 	error_if_null_name(fcinfo);
 	if (has_timeout)
 		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
 
-	prepare_request(&req, PG_GETARG_DATUM(0));
+	prepare_request(&req, PG_GETARG_DATUM(0), lockmode);
 
 	if ((h = held_again(&req)) == NULL)
 	{
@@ -810,7 +833,7 @@ fencing_lock(PG_FUNCTION_ARGS)
 
 			fencing_lock_registry_wait(pending_slot);
 			if (!has_timeout)
-				(void) LockAcquire(&req.tag, ExclusiveLock, false, false);
+				(void) LockAcquire(&req.tag, req.lockmode, false, false);
 			else if (!wait_with_timeout(&req, timeout_ms))
 			{
 				/* the internal rollback has released a grant that raced */
@@ -821,10 +844,54 @@ fencing_lock(PG_FUNCTION_ARGS)
 			waited = true;
 		}
 		h = grant(&req, waited);
-		warn_if_autocommit(&req, 1, "fencing.lock()");
+		warn_if_autocommit(&req, 1, function);
 	}
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
+	if (lockmode == ShareLock)
+		fencing_stat_add(FENCING_STAT_SHARED_LOCKS_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
+}
+
+/*
+ * SQL: fencing.try_lock(name).  The token when granted, NULL when another
+ * transaction holds the lock.
+ */
+Datum
+fencing_try_lock(PG_FUNCTION_ARGS)
+{
+	return try_lock_in_mode(fcinfo, ExclusiveLock, "fencing.try_lock()");
+}
+
+/*
+ * SQL: fencing.lock(name, timeout).  Waits for the lock (lock_in_mode).
+ */
+Datum
+fencing_lock(PG_FUNCTION_ARGS)
+{
+	return lock_in_mode(fcinfo, ExclusiveLock, "fencing.lock()");
+}
+
+/*
+ * SQL: fencing.try_lock_shared(name).  The lock in shared mode: any number
+ * of shared holders at once, none while an exclusive holder has it or an
+ * exclusive request waits for it (core's queue rule, which keeps a stream
+ * of readers from starving a writer).  Each shared holder gets a token of
+ * its own.
+ */
+Datum
+fencing_try_lock_shared(PG_FUNCTION_ARGS)
+{
+	return try_lock_in_mode(fcinfo, ShareLock, "fencing.try_lock_shared()");
+}
+
+/*
+ * SQL: fencing.lock_shared(name, timeout).  Waits for the lock in shared
+ * mode; queued behind an exclusive request that waits before it.
+ */
+Datum
+fencing_lock_shared(PG_FUNCTION_ARGS)
+{
+	return lock_in_mode(fcinfo, ShareLock, "fencing.lock_shared()");
 }
 
 /*
@@ -870,7 +937,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 				 errmsg("lease ttl must be at most %d milliseconds", INT_MAX)));
 	ttl_ms = (int) floor(usecs / 1000.0);
 
-	prepare_request(&req, PG_GETARG_DATUM(0));
+	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 
 	h = take_without_waiting(&req, "fencing.lease()");
 	if (h == NULL)
@@ -958,7 +1025,7 @@ fencing_held_token(PG_FUNCTION_ARGS)
 	HeldLock   *h;
 
 	fencing_error_if_standby("fencing.held_token()");
-	prepare_request(&req, PG_GETARG_DATUM(0));
+	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 
 	h = held_find(req.key);
 	if (h == NULL)
@@ -1038,7 +1105,7 @@ prepare_group(FunctionCallInfo fcinfo, int *count)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("lock name must not be null"),
 					 errdetail("Element %d of the list is null.", i + 1)));
-		prepare_request(&reqs[i], elems[i]);
+		prepare_request(&reqs[i], elems[i], ExclusiveLock);
 	}
 	qsort(reqs, nelems, sizeof(LockRequest), request_cmp);
 
@@ -1119,7 +1186,7 @@ release_newest(int count)
 		LOCKTAG		tag;
 
 		set_advisory_tag(&tag, held[held_count - 1].key);
-		LockRelease(&tag, ExclusiveLock, false);
+		LockRelease(&tag, held[held_count - 1].lockmode, false);
 		held_pop();
 	}
 }
@@ -1154,7 +1221,7 @@ take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
 			if (wait && !has_timeout)
 			{
 				fencing_lock_registry_wait(pending_slot);
-				(void) LockAcquire(&req->tag, ExclusiveLock, false, false);
+				(void) LockAcquire(&req->tag, req->lockmode, false, false);
 				granted = true;
 			}
 			else if (wait)
