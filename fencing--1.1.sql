@@ -120,6 +120,22 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION fencing.lock_shared(text, interval) IS
 'wait for the transaction-scoped advisory lock for name in shared mode; a fence token, or NULL when timeout passes';
 
+CREATE FUNCTION fencing.try_acquire(name text, permits integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_try_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.try_acquire(text, integer) IS
+'take one of the permits of the counting semaphore name (at most permits holders); a fence token of its own if granted, NULL if all are held';
+
+CREATE FUNCTION fencing.acquire(name text, permits integer, timeout interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.acquire(text, integer, interval) IS
+'wait for one of the permits of the counting semaphore name; a fence token of its own, or NULL when timeout passes';
+
 CREATE FUNCTION fencing.held_token(name text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'fencing_held_token'
@@ -164,7 +180,8 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT stale_writes_rejected bigint,
 	OUT stats_reset timestamptz,
 	OUT lock_groups_granted bigint,
-	OUT shared_locks_granted bigint)
+	OUT shared_locks_granted bigint,
+	OUT permits_granted bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -172,7 +189,7 @@ LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE VIEW fencing.stats AS
 	SELECT tokens_issued, reservations, reservation_time_ms,
 		   locks_granted, locks_busy, locks_timed_out,
-		   lock_groups_granted, shared_locks_granted,
+		   lock_groups_granted, shared_locks_granted, permits_granted,
 		   leases_granted, leases_expired, stale_writes_rejected,
 		   stats_reset
 	FROM fencing.stat_rows();

@@ -29,6 +29,7 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "nodes/plannodes.h"
+#include "storage/condition_variable.h"
 #include "utils/relcache.h"
 
 /*
@@ -102,6 +103,9 @@ extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 										FencingLockMode mode, int permit,
 										int permits);
 extern void fencing_lock_registry_wait(int slotno);
+extern void fencing_lock_registry_set_permit(int slotno, int permit);
+extern ConditionVariable *fencing_lock_registry_permit_cv(int64 key);
+extern void fencing_lock_registry_permit_freed(int64 key);
 extern void fencing_lock_registry_grant(int slotno, int64 token, bool after_wait);
 extern uint32 fencing_lock_registry_releases(int64 key);
 extern void fencing_lock_registry_release(int slotno);
@@ -174,6 +178,7 @@ typedef enum FencingStat
 	FENCING_STAT_STALE_REJECTED,
 	FENCING_STAT_LOCK_GROUPS_GRANTED,
 	FENCING_STAT_SHARED_LOCKS_GRANTED,
+	FENCING_STAT_PERMITS_GRANTED,
 	FENCING_STAT_COUNT
 } FencingStat;
 

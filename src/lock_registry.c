@@ -33,6 +33,9 @@
  *	  LockAcquire: if a holder of the key (or of a key with the same home)
  *	  left in between, the check cannot trust its scan and tries again.
  *
+ * The same shared memory holds the condition variables on which waiters
+ * for a semaphore's permits sleep (locks.c, "Semaphores").
+ *
  * A lock that finds no free slot anywhere is refused (SQLSTATE 53400): it
  * could be neither named in the view nor checked for collisions (L6).
  * Claims that had to go past their key's window are counted, and while any
@@ -54,6 +57,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -131,6 +135,15 @@ static pg_atomic_uint32 *owners = NULL;
 static pg_atomic_uint32 *releases = NULL;
 static PaddedLockSlot *slots = NULL;
 
+/*
+ * Waiters for a semaphore's permits sleep on one of these, chosen by the
+ * semaphore's key; a freed permit wakes every sleeper of its variable,
+ * which then try again (sleepers of another key that shares it find
+ * nothing and sleep again).
+ */
+#define PERMIT_WAIT_CVS		64
+static ConditionVariable *permit_cvs = NULL;
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -180,6 +193,7 @@ registry_size(void)
 	size = add_size(size, registry_word_array_size());	/* owners */
 	size = add_size(size, registry_word_array_size());	/* releases */
 	size = add_size(size, mul_size(max_tracked_locks, sizeof(PaddedLockSlot)));
+	size = add_size(size, mul_size(PERMIT_WAIT_CVS, sizeof(ConditionVariable)));
 	/* ShmemInitStruct aligns the start only to MAXALIGN */
 	return add_size(size, PG_CACHE_LINE_SIZE);
 }
@@ -221,6 +235,8 @@ registry_shmem_startup(void)
 		((char *) owners + registry_word_array_size());
 	slots = (PaddedLockSlot *)
 		((char *) releases + registry_word_array_size());
+	permit_cvs = (ConditionVariable *)
+		((char *) slots + mul_size(max_tracked_locks, sizeof(PaddedLockSlot)));
 	if (!found)
 	{
 		int			i;
@@ -236,6 +252,8 @@ registry_shmem_startup(void)
 			pg_atomic_init_u32(&slot->changecount, 0);
 			memset(&slot->data, 0, sizeof(slot->data));
 		}
+		for (i = 0; i < PERMIT_WAIT_CVS; i++)
+			ConditionVariableInit(&permit_cvs[i]);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -330,9 +348,9 @@ probe_distance(int64 key, int slotno)
  * take, and publish its name.  The caller then calls LockAcquire: anyone
  * who finds the lock busy from now on can see who uses the key.  Returns
  * the slot number.  mode says how the name is held (for a semaphore's
- * permit, which one of how many).  Takes no lock and allocates nothing; a full table is an
- * error, raised before any lock is taken, because a lock without a slot
- * could not be checked for collisions (L6).
+ * permit, which one of how many).  Takes no lock and allocates nothing; a
+ * full table is an error, raised before any lock is taken, because a lock
+ * without a slot could not be checked for collisions (L6).
  */
 int
 fencing_lock_registry_claim(int64 key, const char *name, int namelen,
@@ -416,6 +434,38 @@ void
 fencing_lock_registry_grant(int slotno, int64 token, bool after_wait)
 {
 	slot_set_state(slotno, LOCK_SLOT_GRANTED, token, after_wait);
+}
+
+/*
+ * The owner of a semaphore's slot got permit number permit.
+ */
+void
+fencing_lock_registry_set_permit(int slotno, int permit)
+{
+	LockSlot   *slot = &slots[slotno].slot;
+
+	slot_begin_write(slot);
+	slot->data.permit = (uint16) permit;
+	slot_end_write(slot);
+}
+
+/*
+ * The condition variable on which waiters for the permits of a key sleep.
+ */
+ConditionVariable *
+fencing_lock_registry_permit_cv(int64 key)
+{
+	return &permit_cvs[(uint64) key % PERMIT_WAIT_CVS];
+}
+
+/*
+ * A permit of the key was freed (core has released its lock): wake its
+ * waiters.
+ */
+void
+fencing_lock_registry_permit_freed(int64 key)
+{
+	ConditionVariableBroadcast(fencing_lock_registry_permit_cv(key));
 }
 
 /*
@@ -556,6 +606,9 @@ slot_mode_text(const LockSlotData *copy)
 		case FENCING_LOCK_SHARED:
 			return cstring_to_text("shared");
 		case FENCING_LOCK_PERMIT:
+			if (copy->permit == 0)	/* waiting, or trying */
+				return cstring_to_text(psprintf("permit ? of %d",
+												(int) copy->permits));
 			return cstring_to_text(psprintf("permit %d of %d",
 											(int) copy->permit,
 											(int) copy->permits));

@@ -59,6 +59,7 @@
 #include "common/hashfn.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
@@ -67,6 +68,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "compat.h"
 #include "fencing.h"
@@ -79,6 +81,8 @@ PG_FUNCTION_INFO_V1(fencing_try_lock_all);
 PG_FUNCTION_INFO_V1(fencing_lock_all);
 PG_FUNCTION_INFO_V1(fencing_try_lock_shared);
 PG_FUNCTION_INFO_V1(fencing_lock_shared);
+PG_FUNCTION_INFO_V1(fencing_try_acquire);
+PG_FUNCTION_INFO_V1(fencing_acquire);
 
 /* A lock this transaction holds, and the token it was granted with. */
 typedef struct HeldLock
@@ -90,6 +94,7 @@ typedef struct HeldLock
 									 * it, or InvalidSubTransactionId */
 	int			lease_ttl_ms;	/* shortest ttl of its leases, if any */
 	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
+	uint16		permit;			/* a semaphore's permit number, or 0 */
 	int			slot;			/* registry slot */
 	uint32		bucket;			/* position in held_index */
 	int			namelen;
@@ -119,6 +124,14 @@ static int	pending_slot = -1;
 static SubTransactionId pending_subid = InvalidSubTransactionId;
 
 /*
+ * Set while the pending slot is a semaphore's, from the grant of a permit's
+ * lock until its entry is in held[]: an abort in between frees the permit,
+ * and its waiters must hear of it.
+ */
+static bool pending_permit_key_set = false;
+static int64 pending_permit_key = 0;
+
+/*
  * Entries of held[] with a lease.  The log hook uses it to count sessions
  * the server ended because a lease holder sat idle too long; it follows the
  * entries, so a lease rolled back with its subtransaction no longer counts.
@@ -140,6 +153,7 @@ typedef struct LockRequest
 	int64		key;
 	LOCKTAG		tag;
 	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
+	uint16		permit;			/* a semaphore's permit number, or 0 */
 } LockRequest;
 
 static void locks_xact_callback(XactEvent event, void *arg);
@@ -253,10 +267,12 @@ held_reserve(void)
 }
 
 /*
- * The entry for a key this transaction took through us, or NULL.
+ * The entry for a key this transaction took through us, or NULL: a lock,
+ * or with permit set a semaphore's permit (the permits of a name are locks
+ * of their own, apart from the name's lock).
  */
 static HeldLock *
-held_find(int64 key)
+held_find(int64 key, bool permit)
 {
 	uint32		b;
 	uint32		e;
@@ -267,7 +283,7 @@ held_find(int64 key)
 	b = held_hash(key) & held_index_mask;
 	while ((e = held_index[b]) != 0)
 	{
-		if (held[e - 1].key == key)
+		if (held[e - 1].key == key && (held[e - 1].permit != 0) == permit)
 			return &held[e - 1];
 		b = (b + 1) & held_index_mask;
 	}
@@ -295,6 +311,7 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	h->lease_subid = InvalidSubTransactionId;
 	h->lease_ttl_ms = 0;
 	h->lockmode = req->lockmode;
+	h->permit = req->permit;
 	h->slot = slot;
 	h->bucket = b;
 	h->namelen = req->namelen;
@@ -316,6 +333,8 @@ held_pop(void)
 	fencing_lock_registry_release(h->slot);
 	if (h->lease_subid != InvalidSubTransactionId)
 		leases_held--;
+	if (h->permit != 0)
+		fencing_lock_registry_permit_freed(h->key);
 	held_index[h->bucket] = 0;
 	held_count--;
 }
@@ -331,6 +350,10 @@ release_pending(void)
 		fencing_lock_registry_release(pending_slot);
 		pending_slot = -1;
 		pending_subid = InvalidSubTransactionId;
+		/* a permit's lock granted but not yet entered in held[] */
+		if (pending_permit_key_set)
+			fencing_lock_registry_permit_freed(pending_permit_key);
+		pending_permit_key_set = false;
 	}
 }
 
@@ -466,6 +489,7 @@ prepare_request(LockRequest *req, Datum name, LOCKMODE lockmode)
 	req->key = fencing_key_of_canonical(req->name, req->namelen);
 	set_advisory_tag(&req->tag, req->key);
 	req->lockmode = lockmode;
+	req->permit = 0;
 }
 
 /*
@@ -499,7 +523,7 @@ check_own_name(const HeldLock *h, const LockRequest *req)
 static HeldLock *
 held_again(const LockRequest *req)
 {
-	HeldLock   *h = held_find(req->key);
+	HeldLock   *h = held_find(req->key, false);
 
 #ifdef FENCING_MUTANT_REACQUIRE_NEW_TOKEN
 	return NULL;
@@ -1016,7 +1040,8 @@ fencing_lease_keep_limit(void)
 /*
  * SQL: fencing.held_token(name).  The token of this transaction's grant of
  * the lock, or NULL when this transaction does not hold it through
- * fencing: the check a holder makes before each side effect.
+ * fencing: the check a holder makes before each side effect.  A semaphore
+ * permit held under the name counts when the name's lock is not held.
  */
 Datum
 fencing_held_token(PG_FUNCTION_ARGS)
@@ -1027,7 +1052,9 @@ fencing_held_token(PG_FUNCTION_ARGS)
 	fencing_error_if_standby("fencing.held_token()");
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 
-	h = held_find(req.key);
+	h = held_find(req.key, false);
+	if (h == NULL)
+		h = held_find(req.key, true);
 	if (h == NULL)
 		PG_RETURN_NULL();
 	check_own_name(h, &req);
@@ -1323,4 +1350,212 @@ fencing_lock_all(PG_FUNCTION_ARGS)
 					"fencing.lock_all()", &token))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
+}
+
+/*
+ * Semaphores: fencing.try_acquire() and fencing.acquire().
+ *
+ * A semaphore of m permits on a name is m core locks: permit i is the
+ * exclusive advisory lock whose tag is the name's key with
+ * FENCING_PERMIT_TAG_BASE + i in its last field (core's advisory functions
+ * use 1 and 2 there, so the raw functions cannot reach a permit, and a
+ * name's permits are apart from the name's lock).  Holding permit i is
+ * holding that lock, so a permit ends with its (sub)transaction or backend
+ * exactly like any fencing lock, and at most m transactions hold permits
+ * numbered 1..m at once.  A caller tries permits 1..m in turn without
+ * waiting; with all of them free the first try succeeds, so the cost is
+ * that of try_lock.
+ *
+ * Core's lock manager can wait for one lock, not for any of m, so a waiter
+ * sleeps on a condition variable of the name's key (lock_registry.c keeps a
+ * small array of them) and tries again when woken.  Every release of a
+ * permit broadcasts it, after core has released the lock (held_pop, from
+ * the resource-release callback), and a waiter prepares to sleep before it
+ * tries, so no release between its try and its sleep is missed: the wait
+ * does not poll.  It shows in pg_stat_activity as wait_event_type
+ * "Extension".  The wait is interrupted by a cancel and statement_timeout;
+ * lock_timeout and the deadlock detector do not see it (it is not a lock
+ * wait), so the timeout argument is what bounds it.
+ */
+
+#define FENCING_PERMIT_TAG_BASE	0x4000
+#define FENCING_MAX_PERMITS		1000
+
+/* The lock tag of permit i of the key. */
+static inline void
+set_permit_tag(LOCKTAG *tag, int64 key, int permit)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 (uint32) ((uint64) key >> 32),
+						 (uint32) key, FENCING_PERMIT_TAG_BASE + permit);
+}
+
+/*
+ * The permits argument, checked: 1 to FENCING_MAX_PERMITS.
+ */
+static int
+permits_arg(FunctionCallInfo fcinfo)
+{
+	int			permits;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("number of permits must not be null")));
+	permits = PG_GETARG_INT32(1);
+	if (permits < 1 || permits > FENCING_MAX_PERMITS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("number of permits must be between 1 and %d", FENCING_MAX_PERMITS),
+				 errdetail("The call asked for %d permits.", permits),
+				 errhint("Every caller of a semaphore should pass the same number of permits.")));
+	return permits;
+}
+
+/*
+ * Try permits 1..permits once each, without waiting, with the pending
+ * slot claimed.  True when one was granted (the pending slot then names
+ * it); when all are busy, checks for a key collision (FN002) and returns
+ * false, the slot still pending.
+ */
+static bool
+attempt_permits(LockRequest *req, int permits)
+{
+	int			i;
+
+	for (i = 1; i <= permits; i++)
+	{
+		set_permit_tag(&req->tag, req->key, i);
+		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
+			LOCKACQUIRE_NOT_AVAIL)
+		{
+			req->permit = (uint16) i;
+			pending_permit_key = req->key;
+			pending_permit_key_set = true;
+			fencing_lock_registry_set_permit(pending_slot, i);
+			return true;
+		}
+	}
+	fencing_lock_registry_check_collision(req->key, req->name, req->namelen);
+	return false;
+}
+
+/*
+ * Take a permit of a semaphore: the entry of the permit this transaction
+ * already holds (L5), or of a newly granted one, or NULL when all were busy
+ * (and wait is false, or the timeout passed).
+ */
+static HeldLock *
+take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
+			int timeout_ms, const char *function)
+{
+	HeldLock   *h = held_find(req->key, true);
+	bool		granted;
+	bool		waited = false;
+
+	if (h != NULL)
+	{
+		check_own_name(h, req);
+		return h;
+	}
+
+	held_reserve();
+	pending_slot = fencing_lock_registry_claim(req->key, req->name,
+											   req->namelen,
+											   FENCING_LOCK_PERMIT, 0,
+											   permits);
+	pending_subid = GetCurrentSubTransactionId();
+
+	granted = attempt_permits(req, permits);
+	if (!granted && wait && !(has_timeout && timeout_ms == 0))
+	{
+		ConditionVariable *cv = fencing_lock_registry_permit_cv(req->key);
+		TimestampTz deadline = 0;
+
+		if (has_timeout)
+			deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												   timeout_ms);
+		fencing_lock_registry_wait(pending_slot);
+		waited = true;
+
+		/* prepared before each try, so a release after it wakes the sleep */
+		ConditionVariablePrepareToSleep(cv);
+		while (!(granted = attempt_permits(req, permits)))
+		{
+			long		sleep_ms = -1;
+
+			if (has_timeout)
+			{
+				sleep_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   deadline);
+				if (sleep_ms <= 0)
+					break;
+			}
+			(void) ConditionVariableTimedSleep(cv, sleep_ms, PG_WAIT_EXTENSION);
+		}
+		ConditionVariableCancelSleep();
+	}
+
+	if (!granted)
+	{
+		release_pending();
+		return NULL;
+	}
+	h = grant(req, waited);
+	pending_permit_key_set = false;		/* the entry owns the permit now */
+	warn_if_autocommit(req, 1, function);
+	return h;
+}
+
+/*
+ * The common part of try_acquire and acquire.
+ */
+static Datum
+acquire_permit(FunctionCallInfo fcinfo, bool wait, const char *function)
+{
+	LockRequest req;
+	HeldLock   *h;
+	int			permits;
+	bool		has_timeout = wait && !PG_ARGISNULL(2);
+	int			timeout_ms = 0;
+
+	fencing_error_if_standby(function);
+	error_if_null_name(fcinfo);
+	permits = permits_arg(fcinfo);
+	if (has_timeout)
+		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(2));
+	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
+
+	h = take_permit(&req, permits, wait, has_timeout, timeout_ms, function);
+	if (h == NULL)
+	{
+		fencing_stat_add(wait ? FENCING_STAT_LOCKS_TIMED_OUT :
+						 FENCING_STAT_LOCKS_BUSY, 1);
+		PG_RETURN_NULL();
+	}
+	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
+	fencing_stat_add(FENCING_STAT_PERMITS_GRANTED, 1);
+	PG_RETURN_INT64(h->token);
+}
+
+/*
+ * SQL: fencing.try_acquire(name, permits).  A permit of the semaphore
+ * "name" of at most permits holders: its own fresh token, or NULL when all
+ * permits are held.
+ */
+Datum
+fencing_try_acquire(PG_FUNCTION_ARGS)
+{
+	return acquire_permit(fcinfo, false, "fencing.try_acquire()");
+}
+
+/*
+ * SQL: fencing.acquire(name, permits, timeout).  Waits for a permit to be
+ * freed (NULL timeout: no bound; zero: try once); NULL when the timeout
+ * passes.
+ */
+Datum
+fencing_acquire(PG_FUNCTION_ARGS)
+{
+	return acquire_permit(fcinfo, true, "fencing.acquire()");
 }
