@@ -555,6 +555,17 @@ define_benchmarks()
 	ratio try_lock_inserver_vs_sql_emulation try_lock sql_lock "-" \
 		"1000 \`try_lock()\` in one statement / 1000 locks in SQL"
 
+	# 1.1: a group of 3 names, and a semaphore of 3 permits (a name's
+	# permits are apart from the lock of the same name)
+	group inserver_groups section=inserver clients=1 options="$QUIET"
+	stmt try_lock_all3 "SELECT count(fencing.try_lock_all(ARRAY['a' || i, 'b' || i, 'c' || i])) FROM generate_series(1, 300) i;"
+	stmt try_lock "SELECT count(fencing.try_lock('a' || i)) FROM generate_series(1, 300) i;"
+	stmt try_acquire3 "SELECT count(fencing.try_acquire('a' || i, 3)) FROM generate_series(1, 300) i;"
+	ratio try_lock_all3_inserver_vs_try_lock try_lock_all3 try_lock "<= 3.3" \
+		"300 \`try_lock_all(3 names)\` in one statement / 300 \`try_lock()\`"
+	ratio try_acquire3_inserver_vs_try_lock try_acquire3 try_lock "<= 1.2" \
+		"300 \`try_acquire(name, 3)\`, all permits free, in one statement / 300 \`try_lock()\`"
+
 	# synchronous_commit = off, so the commit's WAL flush does not bury the
 	# trigger's cost; every UPDATE sets the fence to the row's current
 	# value (equal is allowed), so every row passes through the check.
