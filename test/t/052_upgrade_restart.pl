@@ -134,7 +134,15 @@ ok(!-f $pid_file, 'the standby shut down instead of running without the records'
 # object then still believes the postmaster runs and would refuse to start
 # it again: tell it the postmaster is gone.
 $standby->_update_pid(0);
-like($log, qr/startup process \(PID \d+\) exited with exit code 1/,
+# The postmaster writes this line after the startup process has exited, a
+# moment after the lines read above: wait for it (wait_for_log polls the
+# log, and dies after PostgreSQL::Test::Utils::timeout_default seconds,
+# which counts here as a failed test, not a dead script).
+ok( eval {
+		$standby->wait_for_log(qr/startup process \(PID \d+\) exited with exit code 1/,
+			$log_offset);
+		1;
+	},
 	'the startup process exited with an error');
 
 # With the library back in shared_preload_libraries the same standby
