@@ -91,6 +91,7 @@ if ($faketime)
 
 my $old_clock = $old->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()');
 my $old_last = issue_at_lead_bound($old);
+my $old_last_issued = time();
 cmp_ok($old_last, '>', $old_clock + 1_900_000,
 	"precondition: the old cluster's last token is 1.9 ms ahead of its clock as it issued it");
 
@@ -106,8 +107,18 @@ SKIP:
 	  unless $less_offset < -0.3 && $less_offset > -0.7 && $more_offset < -9;
 
 	my $more_first = $behind_more->safe_psql('postgres', 'SELECT fencing.next_token()');
-	cmp_ok($more_first, '<', $old_last,
-		'clock 10 s behind, tolerance 1 s: T4 is not promised, and the first token is indeed below the old cluster\'s last');
+	my $since_old_last = time() - $old_last_issued;
+  SKIP:
+	{
+		# The first token is about the new clock (10 s behind) plus the
+		# tolerance (1 s): below the old cluster's last token as long as
+		# less than about 9 s have passed since it was issued.  A machine
+		# that slow cannot show it; it is not a failure of the rule.
+		skip sprintf('%.1f s passed since the old cluster\'s last token: too late to show it', $since_old_last), 1
+		  if $since_old_last > 8;
+		cmp_ok($more_first, '<', $old_last,
+			'clock 10 s behind, tolerance 1 s: T4 is not promised, and the first token is indeed below the old cluster\'s last');
+	}
 	my $more_clock = $behind_more->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()');
 	cmp_ok($more_first, '<=', $more_clock + $lead_bound,
 		'clock 10 s behind: the first token is within the lead bound of its own clock');
@@ -222,7 +233,7 @@ $recovered->stop;
 # from above, whose offset a file holds).
 SKIP:
 {
-	skip 'libfaketime is not installed or not active', 9
+	skip 'libfaketime is not installed or not active', 11
 	  unless $faketime && clock_offset($behind_less) < -0.3;
 	my $node = $behind_less;
 	my $t1 = issue_at_lead_bound($node);
@@ -237,6 +248,7 @@ SKIP:
 	$node->safe_psql('postgres',
 		'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
 	my $t2 = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+	my $clock2_read = time();
 	my $clock2 = $node->safe_psql('postgres', 'SELECT clock_floor FROM fencing.status()');
 	cmp_ok($t2, '>', $t1, 'clock stepped back: tokens still increase');
 	cmp_ok($t2, '<=', $clock2 + $lead_bound,
@@ -257,14 +269,26 @@ SKIP:
 	my $t3 = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
 	my $took = time() - $started;
 	cmp_ok($t3, '>', $t2, 'clock 30 s back: tokens still increase');
-	cmp_ok($took, '<', 10, sprintf('clock 30 s back: the reservation did not stall (%.2f s)', $took));
+	# (a stall would last until the clock is back where it was, 30 s)
+	cmp_ok($took, '<', 25, sprintf('clock 30 s back: the reservation did not stall (%.2f s)', $took));
 	like(slurp_file($node->logfile, $log_offset),
 		qr/LOG:  fence tokens run \d+ ms ahead of the clock/,
 		'clock 30 s back: the log says tokens run ahead of the clock');
-	my ($ahead, $tolerance) = split /\|/, $node->safe_psql('postgres',
-		'SELECT tokens_ahead_of_clock, clock_tolerance FROM fencing.status()');
-	cmp_ok($ahead, '>', 29_000_000_000,
-		"fencing.status() shows tokens about 30 s ahead of the clock ($ahead) with tolerance $tolerance");
+	# How far ahead, from the server's own numbers: the clock floor now is
+	# the floor read after t2 ($clock2) moved back by exactly 30 s and
+	# forward by the real time since, which this process bounds from
+	# outside ($elapsed).  So whatever the machine's speed,
+	#   t2 - clock2 + 30 s - elapsed <= ahead <= latest - clock2 + 30 s
+	# (1 ms of slack for the faketime offset's floating point).
+	my ($ahead, $latest, $floor, $tolerance) = split /\|/, $node->safe_psql('postgres',
+		'SELECT tokens_ahead_of_clock, latest_token, clock_floor, clock_tolerance FROM fencing.status()');
+	my $elapsed_ns = int((time() - $clock2_read) * 1e9) + 1;
+	is($ahead, $latest - $floor, 'fencing.status(): tokens_ahead_of_clock is latest_token - clock_floor');
+	cmp_ok($ahead, '>=', $t2 - $clock2 + 30_000_000_000 - $elapsed_ns - 1_000_000,
+		sprintf('fencing.status() shows tokens 30 s ahead of the clock, less the %.2f s since (%d ns, tolerance %s)',
+			$elapsed_ns / 1e9, $ahead, $tolerance));
+	cmp_ok($ahead, '<=', $latest - $clock2 + 30_000_000_000 + 1_000_000,
+		'... and not further than the 30 s step');
 }
 
 $_->stop for grep { defined } ($behind_less, $behind_more);
