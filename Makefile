@@ -53,10 +53,21 @@ ifeq ($(WERROR),1)
 PG_CFLAGS += -Werror
 endif
 
-# The SQL suites, for "make installcheck" against a running server that
-# already has fencing in shared_preload_libraries.
+# The SQL and isolation suites, for "make installcheck" against a running
+# server that has fencing in shared_preload_libraries and otherwise any
+# settings (defaults will do).  They run in the databases contrib_regression
+# and isolation_regression (dropped first if they exist, as PGXS does), and
+# leave the server as they found it: installcheck ends by dropping those
+# databases, pass or fail (test/installcheck/sql/drop_test_databases.sql,
+# run by pg_regress so that the connection options of EXTRA_REGRESS_OPTS
+# and the PG* environment apply to it as to the suites).  Nothing in them
+# moves the token counter ahead of the clock, resets statistics, or changes
+# a setting or a role that outlives them (test/t/091_installcheck.pl).
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
+NO_INSTALLCHECK = 1
 
 # Without PGXS (postgresql-server-dev-NN not installed yet) only the
 # targets that install what they need work: make test, make demo and
@@ -74,6 +85,19 @@ all install installcheck clean:
 endif
 
 .PHONY: test demo bench bench-peers test-asan deb chaos test-mutants
+
+# PGXS's installcheck, followed by the drop of its databases (see REGRESS
+# above); the exit status is that of the suites, or of the drop.
+ifneq ($(wildcard $(PGXS)),)
+installcheck: submake $(REGRESS_PREP)
+	@status=0; \
+	$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS) || status=1; \
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION) || status=1; \
+	$(pg_regress_installcheck) --inputdir=test/installcheck \
+		--outputdir=test/installcheck/output --use-existing --dbname=postgres \
+		drop_test_databases || status=1; \
+	exit $$status
+endif
 
 test:
 	./test/run_all.sh

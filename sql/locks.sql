@@ -187,7 +187,7 @@ SELECT fencing.try_lock('two phase') IS NOT NULL AS granted;
 PREPARE TRANSACTION 'fencing_locks_test';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
-SELECT count(*) AS prepared FROM pg_prepared_xacts;
+SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid = 'fencing_locks_test';
 
 -- Counters: each call that returns a token counts as granted.
 SELECT locks_granted AS g0, leases_granted AS l0 FROM fencing.stats \gset

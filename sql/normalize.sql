@@ -6,9 +6,9 @@
 -- runs it.  test/t/020_encodings.pl covers LATIN1 and other collations.
 --
 \set suite_db :DBNAME
-CREATE DATABASE fencing_normalize
+CREATE DATABASE regress_fencing_normalize
 	ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
-\c fencing_normalize
+\c regress_fencing_normalize
 SET client_encoding = 'UTF8';
 CREATE EXTENSION fencing;
 
@@ -179,4 +179,4 @@ FROM big_name;
 DROP TABLE big_name;
 
 \c :suite_db
-DROP DATABASE fencing_normalize;
+DROP DATABASE regress_fencing_normalize;

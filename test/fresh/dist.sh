@@ -17,8 +17,8 @@
 #
 # The zip is a git archive of REF with what a user needs to build, install
 # and run make installcheck: the Makefile, the control file and SQL scripts,
-# src/, sql/ and expected/, test/regress.conf (the server settings
-# installcheck needs, which the README points to), the README, CHANGELOG,
+# src/, sql/ and expected/, test/isolation/ and test/installcheck/ (the
+# isolation suite and the cleanup installcheck runs), the README, CHANGELOG,
 # LICENSE, META.json and the client examples.  Not in it: .ci/, the rest of
 # test/ (the harness needs root and Debian's test packages), bench/
 # (results of this machine), debian/, the demo script (it drives test/lib).  The version comes from META.json and
@@ -33,7 +33,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # What a release contains, as git pathspecs.
 DIST_PATHS=(
 	Makefile fencing.control 'fencing--*.sql'
-	src sql expected test/regress.conf
+	src sql expected test/isolation test/installcheck
 	README.md CHANGELOG.md LICENSE META.json
 	examples ':(exclude)examples/demo.sh'
 )
@@ -107,7 +107,7 @@ check_zip()
 	[ -n "$tree" ] || die "$zip holds no directory"
 	log "dist: $(basename "$zip"): $(find "$tree" -type f | wc -l) files, in an empty directory $work"
 	local extra
-	extra=$(cd "$tree" && { ls -d .ci bench debian 2>/dev/null; find test -type f ! -path test/regress.conf 2>/dev/null; } | tr '\n' ' ')
+	extra=$(cd "$tree" && { ls -d .ci bench debian 2>/dev/null; find test -type f ! -path 'test/isolation/*' ! -path 'test/installcheck/*' 2>/dev/null; } | tr '\n' ' ')
 	[ -z "$extra" ] || die "the zip holds files a user does not need: $extra"
 
 	make -C "$tree" -s WERROR=1 PG_CONFIG="$PG_CONFIG" >"$work/build.log" 2>&1 ||
@@ -126,9 +126,8 @@ check_zip()
 	log "dist: make install: ok (${DESTDIR:+DESTDIR=$DESTDIR }$PG_PKGLIBDIR/fencing.so)"
 	[ "$installcheck" = 1 ] || return 0
 
-	# make installcheck against a server of our own, set up as the README
-	# tells a user to set up theirs: the settings of test/regress.conf
-	# (the preload, and what some expected outputs show).
+	# make installcheck against a server of our own, set up as a user's
+	# may be: initdb's settings and the preload, nothing else.
 	local user port
 	user=$(unprivileged_user)
 	port=$(free_port)
@@ -140,7 +139,7 @@ check_zip()
 port = $port
 listen_addresses = ''
 unix_socket_directories = '$work'
-include '$tree/test/regress.conf'
+shared_preload_libraries = 'fencing'
 EOF
 	as_test_user pg_ctl -D "$work/data" -l "$work/server.log" -w -t 60 start >/dev/null 2>&1 ||
 		{ tail -n 30 "$work/server.log"; die "the server did not start"; }
