@@ -174,3 +174,20 @@ COMMENT ON VIEW fencing.stats IS
 'cluster-wide counters since the last fencing.stats_reset()';
 
 GRANT SELECT ON fencing.stats TO PUBLIC;
+
+------------------------------------------------------------------------
+-- fencing.protect(): a fence column or on_stale not given (NULL, now the
+-- defaults) keeps what the table is protected with, instead of turning a
+-- table protected with on_stale => 'skip' back to 'error' (issue 14).
+------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION fencing.protect(tbl regclass,
+										   fence_column name DEFAULT NULL,
+										   on_stale text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'fencing_protect'
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
+'validate the table and install (or replace) the fencing_reject_stale trigger; a column or mode not given keeps the table''s (new tables: ''fence'', ''error''); table owner only';

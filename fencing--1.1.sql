@@ -235,16 +235,18 @@ LANGUAGE C;
 COMMENT ON FUNCTION fencing.reject_stale() IS
 'BEFORE ROW trigger (args: fence column, ''error''|''skip''): rejects writes whose fence is below the row''s; stamps fencing.token';
 
+-- fence_column and on_stale not given (NULL) keep what the table is
+-- protected with; a table not protected yet gets 'fence' and 'error'.
 CREATE FUNCTION fencing.protect(tbl regclass,
-								fence_column name DEFAULT 'fence',
-								on_stale text DEFAULT 'error')
+								fence_column name DEFAULT NULL,
+								on_stale text DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'fencing_protect'
 LANGUAGE C VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
-'validate the table and install (or replace) the fencing_reject_stale trigger; table owner only';
+'validate the table and install (or replace) the fencing_reject_stale trigger; a column or mode not given keeps the table''s (new tables: ''fence'', ''error''); table owner only';
 
 CREATE FUNCTION fencing.unprotect(tbl regclass)
 RETURNS void

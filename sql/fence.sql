@@ -127,6 +127,9 @@ UPDATE files SET epoch = 4;
 -- re-protecting with another mode replaces the trigger, and says so
 SELECT fencing.protect('files', 'epoch', 'skip');
 SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'files'::regclass;
+-- re-running it without a column or mode keeps both
+SELECT fencing.protect('files');
+SELECT pg_catalog.pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'files'::regclass;
 UPDATE files SET epoch = 3;
 SELECT * FROM files;
 
@@ -237,8 +240,6 @@ SELECT fencing.protect(0);
 SELECT fencing.protect(NULL);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 SELECT fencing.protect(123456789);
-\echo sqlstate: :LAST_ERROR_SQLSTATE
-SELECT fencing.protect('misuse', NULL);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 SELECT fencing.protect('misuse', on_stale => 'ignore');
 \echo sqlstate: :LAST_ERROR_SQLSTATE

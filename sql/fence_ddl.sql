@@ -342,14 +342,19 @@ ALTER TABLE free ALTER COLUMN fence SET DEFAULT 0;
 
 ------------------------------------------------------------------------
 -- Re-running protect() with another column or mode changes the table and
--- says so; the same arguments again say nothing
+-- says so; the same arguments again say nothing, and a column or mode not
+-- given keeps the table's (issue 14: protect('jobs') on a table protected
+-- with on_stale => 'skip' used to turn it to 'error')
 ------------------------------------------------------------------------
 CREATE TABLE jobs (id int, fence bigint, epoch bigint);
 SELECT fencing.protect('jobs', on_stale => 'skip');
 SELECT fencing.protect('jobs', on_stale => 'skip');
 SELECT fencing.protect('jobs');
+SELECT * FROM fence_triggers('jobs');
 SELECT fencing.protect('jobs', 'epoch');
-SELECT fencing.protect('jobs', 'epoch', 'error');
+SELECT * FROM fence_triggers('jobs');
+SELECT fencing.protect('jobs', on_stale => 'error');
+SELECT fencing.protect('jobs', NULL, NULL);
 SELECT * FROM fence_triggers('jobs');
 -- a disabled trigger is enabled again by protect()
 ALTER TABLE jobs DISABLE TRIGGER fencing_reject_stale;

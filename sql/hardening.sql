@@ -38,8 +38,7 @@ UNION ALL SELECT 'lease(NULL, 1s)', err('SELECT fencing.lease(NULL, ''1s'')')
 UNION ALL SELECT 'lease(x, NULL)', err('SELECT fencing.lease(''x'', NULL)')
 UNION ALL SELECT 'lease(NULL, NULL)', err('SELECT fencing.lease(NULL, NULL)')
 UNION ALL SELECT 'protect(NULL)', err('SELECT fencing.protect(NULL)')
-UNION ALL SELECT 'protect(t, NULL)', err('SELECT fencing.protect(''pg_class'', NULL)')
-UNION ALL SELECT 'protect(t, f, NULL)', err('SELECT fencing.protect(''pg_class'', ''fence'', NULL)')
+UNION ALL SELECT 'protect(NULL, f, m)', err('SELECT fencing.protect(NULL, ''fence'', ''error'')')
 UNION ALL SELECT 'unprotect(NULL)', err('SELECT fencing.unprotect(NULL)')
 UNION ALL SELECT 'check_fence(NULL, 1)', err('SELECT fencing.check_fence(NULL, 1)')
 UNION ALL SELECT 'check_fence(r, NULL)', err('SELECT fencing.check_fence(''r'', NULL)')
@@ -47,7 +46,7 @@ UNION ALL SELECT 'check_fence(NULL, NULL)', err('SELECT fencing.check_fence(NULL
 -- the messages say which argument
 SELECT fencing.try_lock(NULL);
 SELECT fencing.lease('x', NULL);
-SELECT fencing.protect('pg_class', NULL);
+SELECT fencing.protect(NULL, 'fence', 'error');
 SELECT fencing.check_fence('r', NULL);
 SELECT fencing.advance_token(NULL);
 -- lock(name, NULL) means "no timeout": on a free name it is granted

@@ -230,8 +230,8 @@ fencing_fence_triggers(Oid relid)
 		trigger->type = form->tgtype;
 		trigger->enabled = form->tgenabled;
 		trigger->is_clone = OidIsValid(form->tgparentid);
-		trigger->column = "fence";
-		trigger->mode = "error";
+		trigger->column = FENCE_DEFAULT_COLUMN;
+		trigger->mode = FENCE_DEFAULT_MODE;
 		if (form->tgnargs > 0)
 		{
 			bool		isnull;
@@ -633,16 +633,34 @@ fencing_protect(PG_FUNCTION_ARGS)
 	List	   *descendants;
 	ListCell   *lc;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("fencing.protect(): %s must not be null",
-						PG_ARGISNULL(0) ? "the table" :
-						PG_ARGISNULL(1) ? "fence_column" : "on_stale")));
-
+				 errmsg("fencing.protect(): the table must not be null")));
 	relid = PG_GETARG_OID(0);
-	column = NameStr(*PG_GETARG_NAME(1));
-	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	/*
+	 * A column or mode not given (NULL, the defaults) keeps what the table
+	 * is protected with, so that re-running protect('t') on a table
+	 * protected with on_stale => 'skip' does not turn it to 'error'; a table
+	 * not protected yet gets 'fence' and 'error'.
+	 */
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+	{
+		FenceTrigger *current = fencing_protect_trigger(relid);
+
+		column = PG_ARGISNULL(1) ?
+			(current != NULL ? current->column : FENCE_DEFAULT_COLUMN) :
+			NameStr(*PG_GETARG_NAME(1));
+		mode = PG_ARGISNULL(2) ?
+			pstrdup(current != NULL ? current->mode : FENCE_DEFAULT_MODE) :
+			text_to_cstring(PG_GETARG_TEXT_PP(2));
+	}
+	else
+	{
+		column = NameStr(*PG_GETARG_NAME(1));
+		mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	}
 
 	if (strcmp(mode, "error") != 0 && strcmp(mode, "skip") != 0)
 		ereport(ERROR,

@@ -123,6 +123,9 @@ extern void fencing_fence_run_end(void);
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
+/* the trigger's arguments when none are given, and protect()'s for a new table */
+#define FENCE_DEFAULT_COLUMN	"fence"
+#define FENCE_DEFAULT_MODE		"error"
 
 /*
  * A row trigger that executes fencing.reject_stale(), as pg_trigger stores
