@@ -109,8 +109,12 @@ BEGIN;
 SET LOCAL fencing.token = 49;
 DELETE FROM jobs WHERE id = 1;
 ROLLBACK;
--- a missing token is still an error in skip mode
+-- a missing token is still an error in skip mode, and the detail says so
 UPDATE jobs SET state = 'no token' WHERE id = 1;
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+UPDATE jobs SET state = 'null token', fence = NULL WHERE id = 1;
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+DELETE FROM jobs WHERE id = 1;
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 SELECT * FROM jobs;
 

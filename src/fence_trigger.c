@@ -184,6 +184,7 @@ static struct
 typedef enum FenceMissingKind
 {
 	FENCE_MISSING_WRITE,		/* INSERT or UPDATE gives no fence */
+	FENCE_MISSING_NULL,			/* UPDATE sets the fence to NULL */
 	FENCE_MISSING_DELETE,		/* DELETE without fencing.token */
 	FENCE_MISSING_MERGE			/* UPDATE action of a MERGE without it */
 } FenceMissingKind;
@@ -194,7 +195,7 @@ static FenceTriggerCache *fence_trigger_resolve(FunctionCallInfo fcinfo,
 												TriggerData *trigdata);
 static void fence_check_trigger_protocol(FunctionCallInfo fcinfo);
 static void fence_report_missing(Relation rel, const char *column,
-								 FenceMissingKind kind);
+								 FenceMissingKind kind, FenceStaleMode mode);
 static void fence_report_two_tokens(Relation rel, const char *column,
 									int64 given);
 static void fence_report_not_issued(Relation rel, const char *column,
@@ -448,21 +449,36 @@ fencing_qualified_relname(Relation rel)
  * caller relied on a session-level SET (F6).
  */
 static void
-fence_report_missing(Relation rel, const char *column, FenceMissingKind kind)
+fence_report_missing(Relation rel, const char *column, FenceMissingKind kind,
+					 FenceStaleMode mode)
 {
+	/*
+	 * In 'skip' mode a caller may expect every unwanted write to be skipped;
+	 * only stale ones are (a write without a token cannot be ordered), so
+	 * the detail says so.
+	 */
+	const char *skip_note = mode == FENCE_STALE_SKIP ?
+		" The table skips stale writes (on_stale 'skip'); a write without a token is an error in every mode." : "";
+
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
 			 errmsg("missing fence token for %s on table %s",
 					kind == FENCE_MISSING_DELETE ? "DELETE" : "write",
 					fencing_qualified_relname(rel)),
 			 fence_token_is_set ?
-			 errdetail("fencing.token was set in an earlier transaction; it counts only in the transaction that set it.") :
+			 errdetail("fencing.token was set in an earlier transaction; it counts only in the transaction that set it.%s",
+					   skip_note) :
 			 kind == FENCE_MISSING_DELETE ?
-			 errdetail("A DELETE on a fenced table is checked against fencing.token, which is not set.") :
+			 errdetail("A DELETE on a fenced table is checked against fencing.token, which is not set.%s",
+					   skip_note) :
 			 kind == FENCE_MISSING_MERGE ?
-			 errdetail("A MERGE on a protected table needs SET LOCAL fencing.token: PostgreSQL gives a row trigger the union of the columns of all the MERGE's UPDATE actions, so the trigger cannot tell which action fired.") :
-			 errdetail("The statement gives no value for fence column \"%s\" and fencing.token is not set.",
-					   column),
+			 errdetail("A MERGE on a protected table needs SET LOCAL fencing.token: PostgreSQL gives a row trigger the union of the columns of all the MERGE's UPDATE actions, so the trigger cannot tell which action fired.%s",
+					   skip_note) :
+			 kind == FENCE_MISSING_NULL ?
+			 errdetail("The statement sets fence column \"%s\" to NULL and fencing.token is not set.%s",
+					   column, skip_note) :
+			 errdetail("The statement gives no value for fence column \"%s\" and fencing.token is not set.%s",
+					   column, skip_note),
 			 fence_token_is_set ?
 			 errhint("Run SET LOCAL fencing.token = <token of the lock you hold> in the transaction that writes.") :
 			 kind == FENCE_MISSING_DELETE ?
@@ -694,7 +710,7 @@ fence_trigger_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	Oid			relid = RelationGetRelid(rel);
-	const char *column = "fence";
+	const char *column = FENCE_DEFAULT_COLUMN;
 	FenceStaleMode mode = FENCE_STALE_ERROR;
 	AttrNumber	attnum = InvalidAttrNumber;
 	Form_pg_attribute attr;
@@ -927,7 +943,8 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 #ifdef FENCING_MUTANT_MISSING_TOKEN_ALLOWED
 				return PointerGetDatum(newtuple);
 #else
-				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE);
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE,
+									 cache->mode);
 #endif
 			writer = DatumGetInt64(value);
 		}
@@ -965,11 +982,15 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		else
 		{
 			if (fencing_merge_running())
-				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_MERGE);
-			if (isnull ||
-				!bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_MERGE,
+									 cache->mode);
+			if (!bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
 							   trigdata->tg_updatedcols))
-				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE);
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_WRITE,
+									 cache->mode);
+			if (isnull)
+				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_NULL,
+									 cache->mode);
 			writer = DatumGetInt64(value);
 		}
 		fence_check_issued(rel, attnum, writer);
@@ -1039,7 +1060,8 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	}
 
 	if (!has_token)
-		fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_DELETE);
+		fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_DELETE,
+							 cache->mode);
 	writer = fence_token_value;
 	fence_check_issued(rel, attnum, writer);
 	if (writer < old_fence)
