@@ -46,6 +46,9 @@ CREATE VIEW fencing.locks AS
 COMMENT ON VIEW fencing.locks IS
 'every fencing lock held or awaited in the cluster';
 
+COMMENT ON FUNCTION fencing.lock_rows() IS
+'the rows of the view fencing.locks; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
+
 GRANT SELECT ON fencing.locks TO PUBLIC;
 
 ------------------------------------------------------------------------
@@ -191,3 +194,11 @@ SET search_path = pg_catalog, pg_temp;
 
 COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
 'validate the table and install (or replace) the fencing_reject_stale trigger; a column or mode not given keeps the table''s (new tables: ''fence'', ''error''); table owner only';
+
+------------------------------------------------------------------------
+-- The functions behind the views fencing.locks (above) and fencing.stats
+-- say what they are: PUBLIC executes them through the views (issue 14).
+------------------------------------------------------------------------
+
+COMMENT ON FUNCTION fencing.stat_rows() IS
+'the row of the view fencing.stats; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';

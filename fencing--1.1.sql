@@ -164,6 +164,9 @@ CREATE VIEW fencing.locks AS
 COMMENT ON VIEW fencing.locks IS
 'every fencing lock held or awaited in the cluster';
 
+COMMENT ON FUNCTION fencing.lock_rows() IS
+'the rows of the view fencing.locks; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
+
 ------------------------------------------------------------------------
 -- Statistics (src/stats.c)
 ------------------------------------------------------------------------
@@ -196,6 +199,9 @@ CREATE VIEW fencing.stats AS
 
 COMMENT ON VIEW fencing.stats IS
 'cluster-wide counters since the last fencing.stats_reset()';
+
+COMMENT ON FUNCTION fencing.stat_rows() IS
+'the row of the view fencing.stats; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
 
 CREATE FUNCTION fencing.stats_reset()
 RETURNS void
