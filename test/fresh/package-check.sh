@@ -6,8 +6,8 @@
 #   make deb                                   build postgresql-NN-fencing
 #   apt-get install ./postgresql-NN-fencing_*.deb
 #   pg_createcluster NN fencingcheck           a real cluster, the Debian way
-#   conf.d/fencing-installcheck.conf           test/regress.conf: the preload
-#                                              and what installcheck needs
+#   conf.d/fencing-installcheck.conf           the preload, all installcheck
+#                                              needs
 #   pg_ctlcluster NN fencingcheck start, restart
 #   make installcheck                          as postgres, from a copy of the
 #                                              tree, against that cluster
@@ -260,17 +260,17 @@ check_version()
 	check "$v: apt-get install ./$(basename "$deb")" "$status"
 	[ "$status" -eq 0 ] || return 0
 
-	# A cluster the Debian way: created and started, then the preload and
-	# the settings installcheck needs in conf.d (postgresql.conf includes
-	# it), then a restart, as the library's shared memory needs.
+	# A cluster the Debian way: created and started, then the preload in
+	# conf.d (postgresql.conf includes it; installcheck needs nothing else),
+	# then a restart, as the library's shared memory needs.
 	port=$(free_port)
 	status=0
 	pg_createcluster "$v" "$CLUSTER" -p "$port" --locale C.UTF-8 --start || status=$?
 	conf=/etc/postgresql/$v/$CLUSTER/conf.d/fencing-installcheck.conf
 	if [ "$status" -eq 0 ]; then
 		{
-			echo "# written by test/fresh/package-check.sh from test/regress.conf"
-			cat "$ROOT/test/regress.conf"
+			echo "# written by test/fresh/package-check.sh"
+			echo "shared_preload_libraries = 'fencing'"
 		} >"$conf"
 		chown postgres:postgres "$conf"
 		pg_ctlcluster "$v" "$CLUSTER" restart || status=$?
