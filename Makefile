@@ -62,7 +62,7 @@ endif
 # run by pg_regress so that the connection options of EXTRA_REGRESS_OPTS
 # and the PG* environment apply to it as to the suites).  Nothing in them
 # moves the token counter ahead of the clock, resets statistics, or changes
-# a setting or a role that outlives them (test/t/091_installcheck.pl).
+# a setting or a role that outlives them (test/t/054_installcheck.pl).
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --load-extension=fencing
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))

@@ -315,7 +315,7 @@ RESET parallel_setup_cost;
 -- PREPARE TRANSACTION: refused (0A000) while a fencing lock is held.  The
 -- refusal comes before the server looks at max_prepared_transactions, so
 -- it shows here whatever that is; the PREPAREs that succeed need it above
--- 0 and are in test/t/035_lock_prepared.pl.
+-- 0 and are in test/t/036_lock_prepared.pl.
 ------------------------------------------------------------------------
 BEGIN;
 SELECT fencing.try_lock('prepared') IS NOT NULL AS locked;

@@ -9,7 +9,7 @@
 # ahead leaves the cluster's tokens ahead of its clock for as long as the
 # distance (here 1000 s), which is why this runs on a throwaway server and
 # not in sql/tokens.sql (make installcheck runs that on servers people care
-# about; test/t/091_installcheck.pl checks it does not do this).
+# about; test/t/054_installcheck.pl checks it does not do this).
 
 use strict;
 use warnings;

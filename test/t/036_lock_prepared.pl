@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 035_lock_prepared.pl -- PREPARE TRANSACTION and fencing locks, on a
+# 036_lock_prepared.pl -- PREPARE TRANSACTION and fencing locks, on a
 # server with max_prepared_transactions > 0 (sql/hardening.sql and
 # sql/locks.sql show the refusals, which do not depend on that setting;
 # make installcheck runs them on servers where it is usually 0).  A

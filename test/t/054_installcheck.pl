@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 091_installcheck.pl -- "make installcheck" is safe on a server people care
+# 054_installcheck.pl -- "make installcheck" is safe on a server people care
 # about.  It runs the pg_regress and isolation suites (and its cleanup)
 # against a throwaway server set up as a user's could be: initdb's
 # postgresql.conf with only shared_preload_libraries = 'fencing' added (no
@@ -57,7 +57,7 @@ my $port = $node->port;
 open(my $fh, '>', $conf_file) or die "could not write $conf_file: $!";
 print $fh $conf, <<"EOC";
 
-# 091_installcheck.pl: how to reach the server, and the preload
+# 054_installcheck.pl: how to reach the server, and the preload
 port = $port
 unix_socket_directories = '$host'
 listen_addresses = ''
