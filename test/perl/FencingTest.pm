@@ -242,15 +242,31 @@ sub start_with_fake_clock
 }
 
 # Seconds by which a node's clock is ahead of this process's (negative:
-# behind), to within the time a psql call takes.
+# behind).  The server reads its clock somewhere within a query's round
+# trip, so the estimate is off by up to half of it: measured over one
+# connection (no psql start-up inside the interval), keeping the sample
+# with the shortest round trip (up to 20 samples, stopping at one under
+# 10 ms), so that a busy machine does not skew it by a second.
 sub clock_offset
 {
 	my ($node) = @_;
-	my $before = Time::HiRes::time();
-	my $server = $node->safe_psql('postgres',
-		'SELECT extract(epoch FROM clock_timestamp())');
-	my $after = Time::HiRes::time();
-	return $server - ($before + $after) / 2;
+	my $session = $node->background_psql('postgres');
+	my ($offset, $round_trip);
+
+	for (1 .. 20)
+	{
+		my $before = Time::HiRes::time();
+		my $server = $session->query_safe('SELECT extract(epoch FROM clock_timestamp())');
+		my $after = Time::HiRes::time();
+		if (!defined $round_trip || $after - $before < $round_trip)
+		{
+			$round_trip = $after - $before;
+			$offset = $server - ($before + $after) / 2;
+		}
+		last if $round_trip < 0.01;
+	}
+	$session->quit;
+	return $offset;
 }
 
 # Every Unicode White_Space code point: lock names collapse runs of them.
