@@ -18,8 +18,11 @@
 #ifndef FENCING_COMPAT_H
 #define FENCING_COMPAT_H
 
+#include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
 
 /*
  * ExecutorRun lost its execute_once argument in PostgreSQL 18.  Hooks are
@@ -53,6 +56,50 @@
  */
 #if PG_VERSION_NUM >= 170000
 #define FENCING_HAVE_SET_EXPRESSION 1
+#endif
+
+/*
+ * The varlena header macros (VARDATA_ANY, VARSIZE_ANY_EXHDR, VARATT_IS_*)
+ * moved out of postgres.h into varatt.h in PostgreSQL 16.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
+ * Is roleid the owner of the relation?  PostgreSQL 16 folded the
+ * per-catalog pg_*_ownercheck() functions into object_ownercheck().
+ */
+#if PG_VERSION_NUM >= 160000
+#define fencing_owns_relation(relid, roleid) \
+	object_ownercheck(RelationRelationId, (relid), (roleid))
+#else
+#define fencing_owns_relation(relid, roleid) \
+	pg_class_ownercheck((relid), (roleid))
+#endif
+
+/*
+ * This backend's slot in ProcGlobal->allProcs (0 .. the number of PGPROCs
+ * - 1), to index per-backend arrays in shared memory.  PostgreSQL 17 took
+ * the slot number out of PGPROC and calls it MyProcNumber.
+ */
+#if PG_VERSION_NUM >= 170000
+#define FENCING_MY_PROC_SLOT	MyProcNumber
+#else
+#define FENCING_MY_PROC_SLOT	(MyProc->pgprocno)
+#endif
+
+/*
+ * Memory for what a GUC check hook returns in *extra: GUC frees it when the
+ * value goes.  Up to 15 it does so with free(); from 16 on with guc_free(),
+ * in GUC's own memory context, so the block must come from guc_malloc()
+ * (a malloc'd one is "an invalid pointer" to pfree).  NULL when out of
+ * memory, like malloc(); guc_malloc(LOG, ...) only logs, never throws.
+ */
+#if PG_VERSION_NUM >= 160000
+#define fencing_guc_extra_alloc(size)	guc_malloc(LOG, (size))
+#else
+#define fencing_guc_extra_alloc(size)	malloc(size)
 #endif
 
 #endif							/* FENCING_COMPAT_H */

@@ -50,6 +50,7 @@
 #include "utils/syscache.h"
 
 #include "fencing.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(fencing_protect);
 PG_FUNCTION_INFO_V1(fencing_unprotect);
@@ -97,7 +98,7 @@ fence_open_owned_table(Oid relid, const char *caller)
 				 errdetail_relkind_not_supported(relkind),
 				 errhint("Fences are checked on ordinary and partitioned tables; protect the table that stores the rows.")));
 
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!fencing_owns_relation(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind), relname);
 
 	/* the lock CREATE TRIGGER takes; then make sure the table is still there */
@@ -455,7 +456,7 @@ fence_check_descendant(Relation rel, Oid ancestorid, const char *column,
 				 errhint("A foreign table's rows live on another server, where the fence cannot check writes; keep it out of a protected table's partitions and inheritance children.")));
 
 	if (!rel->rd_rel->relispartition &&
-		!pg_class_ownercheck(RelationGetRelid(rel), GetUserId()))
+		!fencing_owns_relation(RelationGetRelid(rel), GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, RelationGetRelationName(rel));
 
 	fencing_validate_fence_column(rel, column, caller);

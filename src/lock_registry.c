@@ -66,6 +66,7 @@
 #include "utils/timestamp.h"
 
 #include "fencing.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(fencing_lock_rows);
 
@@ -117,7 +118,7 @@ typedef union PaddedLockSlot
 
 /*
  * Shared memory holds this header, then the owner words (0 when a slot is
- * free, else the owner's pgprocno + 1), then the release counters (one per
+ * free, else the owner's PGPROC slot number + 1), then the release counters (one per
  * home position, bumped whenever a slot of a key with that home is freed),
  * then the slots, each part starting on a cache line.
  */
@@ -356,7 +357,7 @@ int
 fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 							FencingLockMode mode, int permit, int permits)
 {
-	uint32		me = (uint32) MyProc->pgprocno + 1;
+	uint32		me = (uint32) FENCING_MY_PROC_SLOT + 1;
 	int			i;
 
 	for (i = 0; i < registry->capacity; i++)

@@ -53,6 +53,7 @@
 #include "utils/builtins.h"
 
 #include "fencing.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(fencing_normalize_name);
 PG_FUNCTION_INFO_V1(fencing_lock_key);

@@ -31,6 +31,7 @@
 #include "utils/timestamp.h"
 
 #include "fencing.h"
+#include "compat.h"
 
 PG_FUNCTION_INFO_V1(fencing_stat_rows);
 PG_FUNCTION_INFO_V1(fencing_stats_reset);
@@ -129,9 +130,9 @@ fencing_stat_add(FencingStat which, uint64 n)
 	pg_atomic_uint64 *counter;
 
 	if (unlikely(MyProc == NULL || stat_shared == NULL ||
-				 MyProc->pgprocno >= stat_shared->nslots))
+				 FENCING_MY_PROC_SLOT >= stat_shared->nslots))
 		return;
-	counter = &stat_shared->slots[MyProc->pgprocno].counts[which];
+	counter = &stat_shared->slots[FENCING_MY_PROC_SLOT].counts[which];
 	pg_atomic_write_u64(counter, pg_atomic_read_u64(counter) + n);
 }
 
