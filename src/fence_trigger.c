@@ -92,7 +92,8 @@ static int64 fence_token_value = 0;
 static LocalTransactionId fence_token_lxid = InvalidLocalTransactionId;
 
 /*
- * What the check hook hands to the assign hook (malloc'd, GUC frees it).
+ * What the check hook hands to the assign hook (GUC frees it, so it comes
+ * from fencing_guc_extra_alloc, see compat.h).
  * GUC keeps it with the value, so a value that ROLLBACK TO or the end of a
  * SET LOCAL brings back comes with the transaction id of its own SET.
  */
@@ -378,7 +379,7 @@ fence_token_check_hook(char **newval, void **extra, GucSource source)
 		return false;
 	}
 
-	setting = (FenceTokenSetting *) malloc(sizeof(FenceTokenSetting));
+	setting = (FenceTokenSetting *) fencing_guc_extra_alloc(sizeof(FenceTokenSetting));
 	if (setting == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
