@@ -269,7 +269,10 @@ SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 2;
 SET parallel_leader_participation = off;
-SET force_parallel_mode = on;
+-- force_parallel_mode is called debug_parallel_query from PostgreSQL 16 on
+SELECT CASE WHEN current_setting('server_version_num')::int >= 160000
+            THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END AS force_parallel \gset
+SET :force_parallel = on;
 SELECT fencing.latest_token() AS before_parallel \gset
 SELECT count(*) AS rows,
        count(*) FILTER (WHERE p.w <> pg_backend_pid()) > 0 AS ran_in_workers,
@@ -282,7 +285,7 @@ JOIN hard_par_serial AS s USING (g);
 -- errors raised in a worker reach the client with their SQLSTATE
 SELECT err('SELECT count(fencing.lock_key(CASE WHEN g = 15000 THEN '''' ELSE s END)) FROM hard_par') AS empty_name_in_worker,
        err('SELECT count(fencing.lock_key(CASE WHEN g = 15000 THEN repeat(''x'', 5000) ELSE s END)) FROM hard_par') AS long_name_in_worker;
--- views over PARALLEL SAFE set-returning functions work under force_parallel_mode
+-- views over PARALLEL SAFE set-returning functions work in forced parallel mode
 SELECT count(*) >= 0 AS locks_ok FROM fencing.locks;
 SELECT tokens_issued >= 0 AS stats_ok FROM fencing.stats;
 SELECT latest_token >= :before_parallel AS status_ok FROM fencing.status();
@@ -304,7 +307,7 @@ SELECT count(*) AS rows,
        count(*) FILTER (WHERE w = pg_backend_pid()) AS in_leader
 FROM (SELECT probe_pid() AS w, fencing.check_fence('par', fencing.latest_token()) AS t
       FROM hard_par WHERE g <= 100) AS q;
-RESET force_parallel_mode;
+RESET :force_parallel;
 RESET parallel_leader_participation;
 RESET max_parallel_workers_per_gather;
 RESET min_parallel_table_scan_size;
