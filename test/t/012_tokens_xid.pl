@@ -18,7 +18,8 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('xid');
 $node->init;
-# fsync on, so that pg_stat_wal counts the WAL flushes (wal_sync).
+# fsync on, so that pg_stat_wal (pg_stat_io from 18 on) counts the WAL
+# flushes.
 $node->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'fencing'\nfsync = on\ntrack_wal_io_timing = off");
 $node->start;
@@ -135,8 +136,16 @@ $holder->quit;
 
 # WAL flushes: within one reservation, 100,000 tokens flush nothing.  Start
 # a fresh block, then draw well inside it.
+# PostgreSQL 18 moved the WAL write and flush counts from pg_stat_wal to
+# pg_stat_io (object 'wal'; context 'normal' is what pg_stat_wal counted,
+# 'init' is the writing of new segments).
+my $wal_io =
+  $node->pg_version >= 18
+  ? "(SELECT coalesce(sum(fsyncs), 0) AS wal_sync, coalesce(sum(writes), 0) AS wal_write"
+  . " FROM pg_stat_io WHERE object = 'wal' AND context = 'normal')"
+  : 'pg_stat_wal';
 my $stats_sql =
-  "SELECT s.wal_sync, s.wal_write, f.reservations FROM pg_stat_wal s, fencing.stats f";
+  "SELECT s.wal_sync, s.wal_write, f.reservations FROM $wal_io s, fencing.stats f";
 my $session = $node->background_psql('postgres');
 $session->query_safe(
 	'SELECT fencing.advance_token(fencing.latest_token() + 1)');
