@@ -121,7 +121,9 @@ ok( $standby->wait_for_log(qr/resource manager with ID \d+ not registered/, $log
 my $log = slurp_file($standby->logfile, $log_offset);
 like($log, qr/resource manager with ID 199 not registered/,
 	"the standby log names the resource manager's ID (199, fencing's)");
-like($log, qr/HINT:  Include the extension module that implements this resource manager in shared_preload_libraries\./,
+# PostgreSQL 17 puts the parameter's name in quotes
+my $spl = $standby->pg_version >= 17 ? '"shared_preload_libraries"' : 'shared_preload_libraries';
+like($log, qr/HINT:  Include the extension module that implements this resource manager in \Q$spl\E\./,
 	'the standby log hints to load the module in shared_preload_libraries');
 
 # Replay stopped: the standby is down (or refuses to serve) and is not
