@@ -77,8 +77,10 @@ BENCH_SECTIONS=${BENCH_SECTIONS:-"percall inserver trigger scaling durable"}
 BENCH_STRICT=${BENCH_STRICT:-0}
 SCALING_CLIENTS=${BENCH_SCALING_CLIENTS:-"1 2 4 8 16"}
 
-PG_MAJOR=15
+# The server: PGBIN if given, else PG_MAJOR's, else the newest installed
+# Debian server (as make test chooses), else the pg_config on PATH.
 if [ -z "${PGBIN:-}" ]; then
+	PG_MAJOR=${PG_MAJOR:-$(ls -d /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sort -V | tail -n 1 | cut -d/ -f4)}
 	PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
 	[ -x "$PGBIN/postgres" ] || PGBIN=$(pg_config --bindir)
 fi

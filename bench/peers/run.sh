@@ -40,7 +40,8 @@ PEERS_CLIENTS=${PEERS_CLIENTS:-"1 4"}
 PEERS_MODES=${PEERS_MODES:-"fencing fencing-1rt advisory advisory-1rt redis etcd etcd-lease"}
 PEERS_PG_SOCKET=${PEERS_PG_SOCKET:-0}
 PEERS_RESULTS=${PEERS_RESULTS:-$PEERS_DIR/results}
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+# the newest installed Debian server, as make test chooses
+PGBIN=${PGBIN:-$(dirname "$(ls -d /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sort -V | tail -n 1)")}
 
 PACKAGES=(gcc redis-server libhiredis-dev etcd-server libcurl4-openssl-dev libpq-dev)
 
