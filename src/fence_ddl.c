@@ -139,7 +139,7 @@ fence_check_new_trigger(Oid trigoid)
 	systable_endscan(scan);
 	table_close(tgrel, AccessShareLock);
 
-	if (pg_class_ownercheck(relid, GetUserId()))
+	if (fencing_owns_relation(relid, GetUserId()))
 		return;
 
 	foreach(lc, fencing_fence_triggers(relid))
@@ -262,7 +262,7 @@ fence_check_alter_table(AlterTableStmt *stmt)
 
 	/* a role that does not own the table hears that from PostgreSQL */
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-	if (!OidIsValid(relid) || !pg_class_ownercheck(relid, GetUserId()))
+	if (!OidIsValid(relid) || !fencing_owns_relation(relid, GetUserId()))
 		return;
 	relids = stmt->relation->inh ? find_all_inheritors(relid, NoLock, NULL)
 		: list_make1_oid(relid);
