@@ -102,4 +102,17 @@
 #define fencing_guc_extra_alloc(size)	malloc(size)
 #endif
 
+/*
+ * Marks a function that never returns, written before the declaration
+ * (FENCING_NORETURN static void f(void);).  PostgreSQL 18 replaced the
+ * trailing pg_attribute_noreturn() with the leading pg_noreturn (C11
+ * _Noreturn); before 18 the attribute works in front as well with the
+ * compilers that define it (gcc, clang).
+ */
+#if PG_VERSION_NUM >= 180000
+#define FENCING_NORETURN	pg_noreturn
+#else
+#define FENCING_NORETURN	pg_attribute_noreturn()
+#endif
+
 #endif							/* FENCING_COMPAT_H */

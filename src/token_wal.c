@@ -65,6 +65,7 @@
 #include "utils/wait_event.h"
 
 #include "fencing.h"
+#include "compat.h"
 #include "token_state.h"
 
 /*
@@ -140,7 +141,7 @@ static void fencing_rmgr_redo(XLogReaderState *record);
 static void fencing_rmgr_desc(StringInfo buf, XLogReaderState *record);
 static const char *fencing_rmgr_identify(uint8 info);
 static bool write_state_file(uint64 limit, TimeLineID timeline, int elevel);
-static void report_damaged_state_file(const char *detail) pg_attribute_noreturn();
+FENCING_NORETURN static void report_damaged_state_file(const char *detail);
 static void wait_for_sync_standbys(XLogRecPtr lsn);
 
 static RmgrData fencing_rmgr = {
