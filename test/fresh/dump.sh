@@ -100,9 +100,9 @@ CREATE TABLE billing.accounts (
 	id		integer PRIMARY KEY,
 	name	text NOT NULL,
 	balance	numeric(10,2) NOT NULL DEFAULT 0,
-	fence	bigint NOT NULL DEFAULT 0
+	fence	bigint NOT NULL
 );
-INSERT INTO billing.accounts (id, name) VALUES (1, 'Acme'), (2, 'Globex'), (3, 'Initech');
+INSERT INTO billing.accounts (id, name, fence) VALUES (1, 'Acme', 0), (2, 'Globex', 0), (3, 'Initech', 0);
 SELECT fencing.protect('billing.accounts');
 -- three holders, one after the other, each with its own token
 UPDATE billing.accounts SET balance = balance + 10, fence = fencing.next_token() WHERE id = 1;
