@@ -8,7 +8,7 @@
  *
  * Not part of the build; the test compiles it into its own directory:
  *
- *	gcc -shared -fPIC -I$(pg_config --includedir-server) \
+ *	gcc -shared -fPIC -I$(pg_config --includedir-server) -Isrc \
  *		test/tools/wal_record.c -o wal_record.so
  *
  * and creates test_wal_record(rmid int, info int, data bytea) returns
@@ -29,6 +29,8 @@
 #include "access/xloginsert.h"
 #include "fmgr.h"
 #include "utils/pg_lsn.h"
+
+#include "compat.h"
 
 PG_MODULE_MAGIC;
 
