@@ -16,7 +16,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
-  start_with_fake_clock clock_offset sql_text start_pgbouncer stop_pgbouncer
+  start_with_fake_clock set_fake_offset clock_offset sql_text start_pgbouncer stop_pgbouncer
   run_gated_clients @WHITE_SPACE @IGNORABLE);
 
 # Run one psql process (ON_ERROR_STOP) per SQL script text against the
@@ -225,7 +225,7 @@ sub libfaketime
 
 # Start a node whose clock runs off the real clock: by a fixed offset in
 # seconds (offset => '-0.5'), or by whatever offset a file holds, re-read
-# at every clock call (file => $path; write '+0' or '-30' into it).  The
+# at every clock call (file => $path; change it with set_fake_offset).  The
 # monotonic clock stays real, so timeouts behave.
 sub start_with_fake_clock
 {
@@ -238,6 +238,21 @@ sub start_with_fake_clock
 	local $ENV{FAKETIME_TIMESTAMP_FILE} = $opts{file} if defined $opts{file};
 	local $ENV{FAKETIME_NO_CACHE} = 1 if defined $opts{file};
 	$node->start;
+	return;
+}
+
+# Step the clock of a node started with start_with_fake_clock(file =>
+# $file) to a new offset.  libfaketime re-reads the file at every clock
+# call and exits the process when it reads a half-written one ("failed to
+# parse FAKETIME timestamp"), so the new offset replaces the file in one
+# rename.
+sub set_fake_offset
+{
+	my ($file, $offset) = @_;
+	open(my $fh, '>', "$file.new") or die "could not write $file.new: $!";
+	print $fh "$offset\n";
+	close($fh) or die "could not write $file.new: $!";
+	rename("$file.new", $file) or die "could not rename $file.new to $file: $!";
 	return;
 }
 

@@ -25,7 +25,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(libfaketime start_with_fake_clock clock_offset);
+use FencingTest qw(libfaketime start_with_fake_clock set_fake_offset clock_offset);
 
 my $tmp = tempdir(CLEANUP => 1);
 
@@ -241,9 +241,7 @@ SKIP:
 	# Back by 0.8 s, less than the tolerance: the next reservation waits
 	# for the clock instead of publishing a limit beyond clock + bound.
 	my $log_offset = -s $node->logfile;
-	open(my $fh, '>', $behind_file) or die "could not write $behind_file: $!";
-	print $fh "-1.3\n";
-	close($fh);
+	set_fake_offset($behind_file, '-1.3');
 	cmp_ok(clock_offset($node), '<', -1.1, 'the clock stepped back by 0.8 s');
 	$node->safe_psql('postgres',
 		'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
@@ -260,9 +258,7 @@ SKIP:
 
 	# Back by 30 s, far more than the tolerance: no stall, a LOG line, and
 	# status() shows how far tokens are ahead.
-	open($fh, '>', $behind_file) or die "could not write $behind_file: $!";
-	print $fh "-31.3\n";
-	close($fh);
+	set_fake_offset($behind_file, '-31.3');
 	my $started = time();
 	$node->safe_psql('postgres',
 		'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
