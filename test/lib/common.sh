@@ -123,6 +123,7 @@ chaos|patroni|cmd:patroni|patroni
 chaos|etcd|cmd:etcd|etcd-server
 chaos|etcdctl|cmd:etcdctl|etcd-client
 chaos|patronictl|cmd:patronictl|patroni
+chaos|etcd client for Patroni (python3 -c 'import etcd')|sh:python3 -c 'import etcd'|python3-etcd
 chaos|ip (iproute2)|cmd:ip|iproute2
 chaos|faketime|cmd:faketime|faketime
 chaos|libfaketime (LD_PRELOAD library)|sh:ls /usr/lib/*/faketime/libfaketime.so.1|libfaketime
