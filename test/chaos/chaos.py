@@ -92,9 +92,13 @@ class Run:
             f.write("+0\n")
         os.chmod(self.clock_file(self.fake_node), 0o644)
         self.write_fake_wrapper()
-        self.log("etcd: 3 members (%s DCS); Patroni: 3 PostgreSQL 15 nodes, %s mode first; "
+        # "postgres (PostgreSQL) 17.12 (Debian ...)": the server under test
+        version = subprocess.run([os.path.join(self.a.bindir, "postgres"), "--version"],
+                                 capture_output=True, text=True).stdout.split()
+        self.log("etcd: 3 members (%s DCS); Patroni: 3 PostgreSQL %s nodes, %s mode first; "
                  "%s runs under libfaketime"
-                 % (self.a.dcs, self.a.modes[0], self.fake_node))
+                 % (self.a.dcs, version[2] if len(version) > 2 else "?",
+                    self.a.modes[0], self.fake_node))
         self.clu.start_etcd()
         self.clu.wait_etcd()
         self.clu.start_patroni()

@@ -1,11 +1,12 @@
 """
 test/chaos/cluster.py -- etcd and Patroni for the chaos test.
 
-Three etcd members and three Patroni-managed PostgreSQL 15 nodes, each in
-the network namespace run.sh made for it (netns.sh has the addresses).  The
-orchestrator runs in the client namespace, which is on both networks, so it
-reaches etcd and Patroni's REST API over TCP, and every node's PostgreSQL
-over its unix socket (a path in the file system, which no partition cuts).
+Three etcd members and three Patroni-managed PostgreSQL nodes (the server
+under test), each in the network namespace run.sh made for it (netns.sh has
+the addresses). The orchestrator runs in the client namespace, which is on
+both networks, so it reaches etcd and Patroni's REST API over TCP, and every
+node's PostgreSQL over its unix socket (a path in the file system, which no
+partition cuts).
 
 Daemons run as user postgres (initdb and postgres refuse root) through
 "nsenter --net=... unshare ... setpriv ...", each of which execs, so the pid

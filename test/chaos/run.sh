@@ -2,12 +2,12 @@
 #
 # test/chaos/run.sh -- "make chaos": fencing through real failovers.
 #
-# Three etcd members and three Patroni-managed PostgreSQL 15 nodes, each in
-# a network namespace of its own (test/chaos/netns.sh), K invoice workers,
-# seeded faults (kill -9 and SIGSTOP of the primary, a partition, a paused
-# worker, a skewed clock, a switchover), and a checker that reads the final
-# database and the workers' logs (test/chaos/checker.py).  See
-# test/chaos/README.md.
+# Three etcd members and three Patroni-managed PostgreSQL nodes (the
+# server under test), each in a network namespace of its own
+# (test/chaos/netns.sh), K invoice workers, seeded faults (kill -9 and
+# SIGSTOP of the primary, a partition, a paused worker, a skewed clock, a
+# switchover), and a checker that reads the final database and the
+# workers' logs (test/chaos/checker.py). See test/chaos/README.md.
 #
 #   test/chaos/run.sh            a full run (make chaos)
 #   test/chaos/run.sh --short    the short seeded run of "make test":
