@@ -28,6 +28,17 @@ ETCDS = ["e1", "e2", "e3"]
 PG_PORT = 5432
 REST_PORT = 8008
 
+# The states Patroni gives a member whose PostgreSQL is up: "running";
+# newer Patroni (4.x in Debian 13 and forky) says "streaming" for a replica
+# that receives WAL from the leader.
+UP_STATES = ("running", "streaming")
+
+
+def member_up(member):
+    """Is this member of Patroni's cluster view up (leader or replica)?"""
+    return member.get("state") in UP_STATES
+
+
 # Patroni's timing: a primary that cannot renew its leader key demotes
 # itself after retry_timeout; the key expires after ttl, and only then may a
 # replica take over (loop_wait + 2 * retry_timeout <= ttl, as Patroni asks).
@@ -296,7 +307,7 @@ class Cluster:
         leaders = [m for m in members if m.get("role") == "leader" and m.get("state") == "running"]
         if len(leaders) != 1:
             return False, "leaders: %s" % [(m["name"], m.get("state")) for m in leaders]
-        if len(members) != len(NODES) or any(m.get("state") != "running" for m in members):
+        if len(members) != len(NODES) or not all(member_up(m) for m in members):
             return False, "members: %s" % [(m["name"], m.get("role"), m.get("state")) for m in members]
         if self.mode == "sync" and not any(m.get("role") == "sync_standby" for m in members):
             return False, "no sync standby yet"
@@ -366,7 +377,7 @@ class Cluster:
         except Exception:
             return []
         return [m["name"] for m in members if m["name"] != leader
-                and m.get("state") == "running" and m["name"] not in streaming]
+                and member_up(m) and m["name"] not in streaming]
 
     def orphan_postmasters(self):
         """Postmasters running in a node's namespace that are not the one

@@ -176,7 +176,7 @@ class Injector:
             return None
         view = self.c.cluster_view() or {}
         members = [m for m in view.get("members", [])
-                   if m["name"] != leader and m.get("state") == "running"]
+                   if m["name"] != leader and C.member_up(m)]
         # in synchronous mode Patroni switches over only to the synchronous
         # standby ("candidate name does not match with sync_standby")
         if self.c.mode == "sync":
