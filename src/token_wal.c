@@ -54,6 +54,7 @@
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "portability/instr_time.h"
+#include "postmaster/interrupt.h"
 #include "replication/syncrep.h"
 #include "replication/walsender.h"
 #include "replication/walsender_private.h"
@@ -490,6 +491,22 @@ wait_for_sync_standbys(XLogRecPtr lsn)
 	LWLockAcquire(SyncRepLock, LW_SHARED);
 	confirmed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
 	LWLockRelease(SyncRepLock);
+
+	/*
+	 * Core also ends the wait when synchronous_standby_names is emptied: the
+	 * operator no longer asks for synchronous standbys, and core's commits
+	 * go through then.  This backend learns of the change only by reading
+	 * the configuration it has been signalled to reload; a reservation
+	 * behaves like a commit, so with no synchronous standby named any more
+	 * it needs no confirmation either.
+	 */
+	if (confirmed < lsn && ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+		if (SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
+			return;
+	}
 
 	if (confirmed < lsn)
 		ereport(ERROR,
