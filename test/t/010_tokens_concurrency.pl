@@ -196,7 +196,11 @@ my $lsn_after = $node->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()'
 my ($waldump, $waldump_err) = run_command(
 	[ 'pg_waldump', '-p', $node->data_dir . '/pg_wal', '-s', $lsn_before, '-e', $lsn_after ]);
 my $records = () = $waldump =~ /^rmgr: custom199 /mg;
-cmp_ok($records, '>=', 5, "the clients crossed several reservation boundaries ($records records)");
+# How many boundaries the run crosses depends on how long it takes (a
+# reservation covers a stretch of clock as well as a count of tokens), so
+# ask for more than one, which is what makes the count below meaningful;
+# a fast machine crossed 4 where this once asked for 5.
+cmp_ok($records, '>=', 2, "the clients crossed more than one reservation boundary ($records records)");
 is($reservations, $records,
 	'fencing.stats.reservations counts one per reservation record in WAL');
 
