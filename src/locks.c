@@ -919,6 +919,27 @@ fencing_lock_shared(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Make idle_in_transaction_session_timeout at most ttl_ms for the rest of
+ * the transaction (a SET LOCAL).  Never lengthens a limit already in force
+ * (an earlier, shorter lease, or the session's own setting): the server
+ * would end the session then anyway.  True when it changed the setting.
+ */
+static bool
+shorten_idle_limit(int ttl_ms)
+{
+	char		value[32];
+
+	if (IdleInTransactionSessionTimeout > 0 &&
+		IdleInTransactionSessionTimeout <= ttl_ms)
+		return false;
+	snprintf(value, sizeof(value), "%d", ttl_ms);
+	(void) set_config_option("idle_in_transaction_session_timeout", value,
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	return true;
+}
+
+/*
  * SQL: fencing.lease(name, ttl).  try_lock, plus a server-enforced lease:
  * for the rest of the transaction idle_in_transaction_session_timeout is at
  * most ttl (like SET LOCAL), so a holder that stalls between statements for
@@ -936,7 +957,6 @@ fencing_lease(PG_FUNCTION_ARGS)
 	HeldLock   *h;
 	double		usecs;
 	int			ttl_ms;
-	int			current;
 
 	fencing_error_if_standby("fencing.lease()");
 	error_if_null_name(fcinfo);
@@ -967,21 +987,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 	if (h == NULL)
 		PG_RETURN_NULL();
 
-	/*
-	 * Never lengthen an idle limit already in force (an earlier, shorter
-	 * lease in this transaction, or the session's own setting): the server
-	 * would end the session then anyway.
-	 */
-	current = IdleInTransactionSessionTimeout;
-	if (current <= 0 || ttl_ms < current)
-	{
-		char		value[32];
-
-		snprintf(value, sizeof(value), "%d", ttl_ms);
-		(void) set_config_option("idle_in_transaction_session_timeout", value,
-								 PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_LOCAL, true, 0, false);
-	}
+	(void) shorten_idle_limit(ttl_ms);
 
 	if (h->lease_subid == InvalidSubTransactionId)
 	{
@@ -1010,7 +1016,6 @@ fencing_lease_keep_limit(void)
 {
 	int			ttl_ms = 0;
 	int			i;
-	char		value[32];
 
 	if (leases_held == 0)
 		return;
@@ -1020,15 +1025,8 @@ fencing_lease_keep_limit(void)
 			(ttl_ms == 0 || held[i].lease_ttl_ms < ttl_ms))
 			ttl_ms = held[i].lease_ttl_ms;
 	}
-	if (ttl_ms <= 0 ||
-		(IdleInTransactionSessionTimeout > 0 &&
-		 IdleInTransactionSessionTimeout <= ttl_ms))
+	if (ttl_ms <= 0 || !shorten_idle_limit(ttl_ms))
 		return;
-
-	snprintf(value, sizeof(value), "%d", ttl_ms);
-	(void) set_config_option("idle_in_transaction_session_timeout", value,
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
 			 errmsg("idle_in_transaction_session_timeout stays at %d ms while this transaction holds a lease",
