@@ -53,7 +53,16 @@ is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 my @verbose = (extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 foreach my $call ('SELECT fencing.next_token()',
 	'SELECT fencing.advance_token(1)',
-	"SELECT fencing.try_lock('standby lock')")
+	"SELECT fencing.try_lock('standby lock')",
+	"SELECT fencing.lock('standby lock', '1 second')",
+	"SELECT fencing.lease('standby lock', '1 minute')",
+	"SELECT fencing.try_lock_all(ARRAY['standby lock', 'other'])",
+	"SELECT fencing.lock_all(ARRAY['standby lock', 'other'], '1 second')",
+	"SELECT fencing.try_lock_shared('standby lock')",
+	"SELECT fencing.lock_shared('standby lock', '1 second')",
+	"SELECT fencing.try_acquire('standby lock', 3)",
+	"SELECT fencing.acquire('standby lock', 3, '1 second')",
+	"SELECT fencing.check_fence('standby lock', 1)")
 {
 	my ($ret, $stdout, $stderr) = $standby->psql('postgres', $call, @verbose);
 	isnt($ret, 0, "$call fails on the standby");
