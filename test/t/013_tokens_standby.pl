@@ -153,19 +153,23 @@ $standby->stop;
 # The asynchronous standby that missed the last reservations: it starts
 # with the old primary gone and is promoted.  Its clock runs behind the
 # moment the old primary issued its last token, by less than its
-# fencing.clock_tolerance (3 s here): what it replayed and its clock are
+# fencing.clock_tolerance (10 s here): what it replayed and its clock are
 # both below that token, so only the fresh start of the new timeline can
 # lift it above (T3 for an asynchronous standby).  Without libfaketime its
-# clock is the real one, already past that moment.
+# clock is the real one, already past that moment.  The clock starts 7 s
+# behind, so that a slow start and promotion (a sanitized build in CI took
+# more than the 2.5 s an earlier version of this test allowed) still leaves
+# it behind when the precondition is checked; the first token then waits
+# about the tolerance.
 my $faketime = libfaketime();
-$missed->append_conf('postgresql.conf', "fencing.clock_tolerance = '3s'");
+$missed->append_conf('postgresql.conf', "fencing.clock_tolerance = '10s'");
 if ($faketime)
 {
 	# seconds since 1970 of the old primary's last token (nanoseconds
-	# since 2000), then 2.5 s before it
+	# since 2000), then 7 s before it
 	my $last_epoch = $last / 1e9 + 946_684_800;
 	start_with_fake_clock($missed,
-		offset => sprintf('%+.3f', $last_epoch - 2.5 - Time::HiRes::time()));
+		offset => sprintf('%+.3f', $last_epoch - 7 - Time::HiRes::time()));
 }
 else
 {
