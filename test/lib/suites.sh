@@ -9,6 +9,18 @@
 # Seconds before a stuck suite or TAP file is killed.
 SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-900}
 TAP_FILE_TIMEOUT=${FENCING_TAP_TIMEOUT:-600}
+# TAP files run in this many lanes at once (run_tap)
+if [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ]; then
+	TAP_JOBS=${FENCING_TAP_JOBS:-2}
+else
+	TAP_JOBS=${FENCING_TAP_JOBS:-1}
+fi
+# TAP files that take 25 s or more here, started first (a scheduling hint
+# only: a file missing from this list still runs)
+TAP_LONG_FILES="011_tokens_crash.pl 090_examples.pl 015_tokens_new_cluster.pl
+013_tokens_standby.pl 014_tokens_sync_standby.pl 052_upgrade_restart.pl
+050_properties.pl 054_installcheck.pl"
+TAP_LONG_FILES=$(echo $TAP_LONG_FILES)
 # The short chaos run plans for three minutes; past four it is stuck.
 CHAOS_SUITE_TIMEOUT=${FENCING_CHAOS_TIMEOUT:-240}
 
@@ -264,10 +276,62 @@ EOF
 	as_test_user pg_ctl -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
 }
 
-# (d) TAP tests with PostgreSQL::Test::Cluster, one prove per file, in order.
+# (d) TAP tests with PostgreSQL::Test::Cluster, one prove per file.
+#
+# The files run in TAP_JOBS lanes at once (default: 2, or 1 on a one-CPU
+# machine): most of a TAP file's time is spent waiting for servers to
+# start, stop, promote and replay, not computing, so two lanes on two cores
+# take about 60% of the time of one.  Each lane takes the next file from a
+# shared queue.  Every file has its own nodes, data directories and ports
+# (PostgreSQL::Test::Cluster allocates ports under a lock), so lanes do not
+# meet.  Outputs are kept per file and printed, counted and recorded in the
+# files' own order once all lanes are done, so the log reads the same as a
+# one-lane run.  FENCING_TAP_JOBS=1 runs them one after another.
+
+# Run one TAP file; its output goes to tap/NAME.out, its exit status and
+# duration to tap/NAME.rc as "STATUS SECONDS".
+run_tap_file()
+{
+	local f=$1 name rc=0 started=$SECONDS logdir=$COPY/tmp_check/log
+
+	name=$(basename "$f" .pl)
+	# TESTDIR is what PostgreSQL 15's test modules read; 16 and later
+	# read TESTDATADIR and TESTLOGDIR and otherwise use the relative
+	# "tmp_check" and "log", which break pg_upgrade and server-side
+	# COPY (both resolve paths elsewhere).  Absolute, and the same
+	# place on every version.
+	(cd "$COPY" && as_test_user \
+		"PERL5LIB=$PG_TEST_PERL" \
+		"TEMP_CONFIG=$COPY/test/tap.conf" \
+		"PG_REGRESS=$PG_REGRESS_BIN" \
+		"TESTDIR=$COPY" \
+		"TESTDATADIR=$COPY/tmp_check" \
+		"TESTLOGDIR=$logdir" \
+		timeout -k 30 "$TAP_FILE_TIMEOUT" prove -v "$f") \
+		>"$SCRATCH/tap/$name.out" 2>&1 || rc=$?
+	echo "$rc $((SECONDS - started))" >"$SCRATCH/tap/$name.rc"
+}
+
+# One lane: take files from the queue (one name per line in QUEUE, the
+# next index in QUEUE.next, both under QUEUE.lock) until it is empty.
+run_tap_lane()
+{
+	local queue=$1 lane=$2 index f
+
+	while true; do
+		index=$(flock "$queue.lock" bash -c \
+			'i=$(cat "$1.next"); echo $((i + 1)) >"$1.next"; echo "$i"' _ "$queue")
+		f=$(sed -n "$((index + 1))p" "$queue")
+		[ -n "$f" ] || return 0
+		log "tap: $f started (lane $lane)"
+		run_tap_file "$f"
+	done
+}
+
 run_tap()
 {
-	local files=("$@") f name rc passed failed skipped logdir
+	local files=("$@") f name rc passed failed skipped logdir secs
+	local queue lanes lane pids=()
 
 	if [ ${#files[@]} -eq 0 ]; then
 		for f in "$COPY"/test/t/*.pl; do
@@ -279,27 +343,40 @@ run_tap()
 		return 0
 	fi
 
-	as_test_user mkdir -p "$SCRATCH/tap"
+	as_test_user mkdir -p "$SCRATCH/tap" "$COPY/tmp_check"
 	logdir=$COPY/tmp_check/log
+	lanes=$TAP_JOBS
+	[ "$lanes" -le ${#files[@]} ] || lanes=${#files[@]}
+	queue=$SCRATCH/tap-queue
+	# the longest files first, so that no lane is left with one at the end
+	{
+		for f in "${files[@]}"; do
+			[[ " $TAP_LONG_FILES " == *" $(basename "$f") "* ]] && echo "$f"
+		done
+		for f in "${files[@]}"; do
+			[[ " $TAP_LONG_FILES " == *" $(basename "$f") "* ]] || echo "$f"
+		done
+	} >"$queue"
+	echo 0 >"$queue.next"
+	log "tap: ${#files[@]} files in $lanes lane(s)"
+	for ((lane = 1; lane <= lanes; lane++)); do
+		run_tap_lane "$queue" "$lane" &
+		pids+=($!)
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" || true
+	done
+
 	for f in "${files[@]}"; do
 		name=$(basename "$f" .pl)
 		section "tap: $f"
-		rc=0
-		local file_started=$SECONDS
-		# TESTDIR is what PostgreSQL 15's test modules read; 16 and later
-		# read TESTDATADIR and TESTLOGDIR and otherwise use the relative
-		# "tmp_check" and "log", which break pg_upgrade and server-side
-		# COPY (both resolve paths elsewhere).  Absolute, and the same
-		# place on every version.
-		(cd "$COPY" && as_test_user \
-			"PERL5LIB=$PG_TEST_PERL" \
-			"TEMP_CONFIG=$COPY/test/tap.conf" \
-			"PG_REGRESS=$PG_REGRESS_BIN" \
-			"TESTDIR=$COPY" \
-			"TESTDATADIR=$COPY/tmp_check" \
-			"TESTLOGDIR=$logdir" \
-			timeout -k 30 "$TAP_FILE_TIMEOUT" prove -v "$f") \
-			>"$SCRATCH/tap/$name.out" 2>&1 || rc=$?
+		rc=1
+		secs=0
+		if [ -f "$SCRATCH/tap/$name.rc" ]; then
+			read -r rc secs <"$SCRATCH/tap/$name.rc"
+		else
+			echo "tap: $f did not run" >>"$SCRATCH/tap/$name.out"
+		fi
 		cat "$SCRATCH/tap/$name.out"
 		read -r passed failed skipped < <(count_tap_output "$SCRATCH/tap/$name.out")
 		count_broken_run tap "$f" "$rc" "$TAP_FILE_TIMEOUT"
@@ -307,10 +384,10 @@ run_tap()
 			log "--- tail of $logdir/regress_log_$name ---"
 			tail -n 60 "$logdir/regress_log_$name"
 		fi
-		log "($f: $passed passed, $failed failed, $((SECONDS - file_started)) s)"
+		log "($f: $passed passed, $failed failed, $secs s)"
 		record_result tap "$passed" "$failed" "$skipped"
-		stop_leftover_servers
 	done
+	stop_leftover_servers
 }
 
 # (e) chaos: fencing through real Patroni failovers (test/chaos/run.sh
