@@ -21,10 +21,11 @@ REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
 -- Every lock has an entry in the tracking table now (a lock that finds none
 -- is refused), so fencing.locks loses its "untracked" column, and it gains
 -- "mode" (exclusive, shared, or a semaphore's "permit n of m").  A view's
--- column cannot be dropped: drop the view and the function behind it and
--- create both again, with the view's grant.
-DROP VIEW fencing.locks;
-DROP FUNCTION fencing.lock_rows();
+-- column cannot be dropped: the view and the function behind it are made
+-- anew, with the view's grant.  The 1.0 ones are renamed, not dropped, until
+-- the privileges users gave or took on them are carried over (at the end).
+ALTER VIEW fencing.locks RENAME TO locks_1_0;
+ALTER FUNCTION fencing.lock_rows() RENAME TO lock_rows_1_0;
 
 CREATE FUNCTION fencing.lock_rows(
 	OUT database name,
@@ -55,10 +56,10 @@ GRANT SELECT ON fencing.locks TO PUBLIC;
 -- Fence tokens: fencing.status() reports the lead over the clock, the
 -- clock tolerance, a pending fresh start and a state file behind redo
 -- (src/stats.c, src/token_wal.c).  Its OUT columns change, so it is
--- dropped and created again.
+-- made anew (the 1.0 one is renamed until its privileges are carried over).
 ------------------------------------------------------------------------
 
-DROP FUNCTION fencing.status();
+ALTER FUNCTION fencing.status() RENAME TO status_1_0;
 
 CREATE FUNCTION fencing.status(
 	OUT latest_token bigint,
@@ -141,11 +142,12 @@ COMMENT ON FUNCTION fencing.acquire(text, integer, interval) IS
 
 ------------------------------------------------------------------------
 -- Statistics: counters of the 1.1 lock kinds (src/stats.c).  The view's
--- columns change, so it is dropped and created again with its grant.
+-- columns change, so it is made anew with its grant (the 1.0 one and its
+-- function are renamed until their privileges are carried over).
 ------------------------------------------------------------------------
 
-DROP VIEW fencing.stats;
-DROP FUNCTION fencing.stat_rows();
+ALTER VIEW fencing.stats RENAME TO stats_1_0;
+ALTER FUNCTION fencing.stat_rows() RENAME TO stat_rows_1_0;
 
 CREATE FUNCTION fencing.stat_rows(
 	OUT tokens_issued bigint,
@@ -202,3 +204,115 @@ COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
 
 COMMENT ON FUNCTION fencing.stat_rows() IS
 'the row of the view fencing.stats; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
+
+
+------------------------------------------------------------------------
+-- Privileges on the views and functions made anew above.  A 1.0
+-- administrator may have granted them to a monitoring role, or taken
+-- fencing.locks or fencing.status() away from PUBLIC; dropping the 1.0
+-- objects would silently undo that (PUBLIC could read every lock name
+-- again).  What the database's privileges on each 1.0 object differ by from
+-- what the 1.0 script gave it (pg_init_privs, or the default when the script
+-- gave nothing) is done again on its 1.1 successor: the grants, with their
+-- grant option, and the revocations.  The owner's own privileges stay as
+-- the script makes them.  Then the 1.0 objects go.
+------------------------------------------------------------------------
+
+DO $carry_privileges$
+DECLARE
+	renamed		record;
+	change		record;
+BEGIN
+	FOR renamed IN
+		SELECT o.kind, o.old_oid, o.new_name,
+			   COALESCE(o.acl, pg_catalog.acldefault(o.kind, o.owner)) AS acl,
+			   COALESCE(
+					(SELECT i.initprivs FROM pg_catalog.pg_init_privs i
+					  WHERE i.objoid = o.old_oid AND i.classoid = o.catalog AND i.objsubid = 0),
+					pg_catalog.acldefault(o.kind, o.owner)) AS initial,
+			   o.owner
+		  FROM (SELECT 'r'::"char" AS kind, c.oid AS old_oid, c.relacl AS acl,
+					   c.relowner AS owner, 'pg_catalog.pg_class'::pg_catalog.regclass AS catalog,
+					   'TABLE fencing.' || pg_catalog.substr(c.relname, 1, pg_catalog.length(c.relname) - 4) AS new_name
+				  FROM pg_catalog.pg_class c
+				 WHERE c.relnamespace = 'fencing'::pg_catalog.regnamespace
+				   AND c.relname IN ('locks_1_0', 'stats_1_0')
+				UNION ALL
+				SELECT 'f', p.oid, p.proacl, p.proowner, 'pg_catalog.pg_proc'::pg_catalog.regclass,
+					   'FUNCTION fencing.' || pg_catalog.substr(p.proname, 1, pg_catalog.length(p.proname) - 4) || '()'
+				  FROM pg_catalog.pg_proc p
+				 WHERE p.pronamespace = 'fencing'::pg_catalog.regnamespace
+				   AND p.proname IN ('lock_rows_1_0', 'stat_rows_1_0', 'status_1_0')) o
+	LOOP
+		-- revocations first, so that a grant option changed either way ends
+		-- as it was
+		FOR change IN
+			SELECT 'REVOKE ' ||
+				   CASE WHEN gone.is_grantable AND EXISTS
+							(SELECT FROM pg_catalog.aclexplode(renamed.acl) kept
+							  WHERE kept.grantee = gone.grantee
+								AND kept.privilege_type = gone.privilege_type)
+						THEN 'GRANT OPTION FOR ' ELSE '' END ||
+				   gone.privilege_type || ' ON ' || renamed.new_name || ' FROM ' ||
+				   CASE gone.grantee WHEN 0 THEN 'PUBLIC'
+						ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(gone.grantee)) END AS sql
+			  FROM (SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(renamed.initial)
+					EXCEPT
+					SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(renamed.acl)) gone
+			 WHERE gone.grantee <> renamed.owner
+			UNION ALL
+			SELECT 'GRANT ' || added.privilege_type || ' ON ' || renamed.new_name || ' TO ' ||
+				   CASE added.grantee WHEN 0 THEN 'PUBLIC'
+						ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(added.grantee)) END ||
+				   CASE WHEN added.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END
+			  FROM (SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(renamed.acl)
+					EXCEPT
+					SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(renamed.initial)) added
+			 WHERE added.grantee <> renamed.owner
+		LOOP
+			EXECUTE change.sql;
+		END LOOP;
+	END LOOP;
+END
+$carry_privileges$;
+
+DROP VIEW fencing.locks_1_0;
+DROP FUNCTION fencing.lock_rows_1_0();
+DROP VIEW fencing.stats_1_0;
+DROP FUNCTION fencing.stat_rows_1_0();
+DROP FUNCTION fencing.status_1_0();
+
+------------------------------------------------------------------------
+-- Inheritance children (DESIGN.md F7).  A write through a parent reaches
+-- its inheritance children's rows and fires only their own row triggers.
+-- 1.0's protect() put the trigger on the table it was given (partitions got
+-- PostgreSQL's clone), never on its inheritance children: a stale write
+-- to a child, directly or through the parent, went through.  1.1's
+-- protect() fences the whole tree, so each child of a protected table that
+-- has no fence trigger is protected here with its parent's fence column
+-- and mode, by protect() itself: it checks the child as it would check a
+-- child added under 1.1, protects the child's own children with it, and
+-- fails the update, naming the table, when the child cannot be fenced
+-- (a foreign table, a fence column with a default).  Children protected
+-- under 1.0 with their own fence keep it.
+------------------------------------------------------------------------
+
+-- pg_trigger.tgargs holds the arguments one after another, each ended by
+-- a zero byte: here 'column\0mode\0'.
+SELECT fencing.protect(child.inhrelid::pg_catalog.regclass,
+					   pg_catalog.convert_from(SUBSTRING(parent.tgargs FROM 1 FOR fence.column_end - 1),
+											   pg_catalog.getdatabaseencoding())::pg_catalog.name,
+					   pg_catalog.convert_from(SUBSTRING(parent.tgargs FROM fence.column_end + 1
+														 FOR pg_catalog.length(parent.tgargs) - fence.column_end - 1),
+											   pg_catalog.getdatabaseencoding()))
+  FROM pg_catalog.pg_inherits child
+  JOIN pg_catalog.pg_class c ON c.oid = child.inhrelid
+  JOIN pg_catalog.pg_trigger parent ON parent.tgrelid = child.inhparent
+  CROSS JOIN LATERAL (SELECT POSITION(pg_catalog.decode('00', 'hex') IN parent.tgargs) AS column_end) fence
+ WHERE parent.tgname = 'fencing_reject_stale'
+   AND parent.tgfoid = 'fencing.reject_stale()'::pg_catalog.regprocedure
+   AND parent.tgnargs = 2		-- 1.0's protect() always passed both
+   AND NOT c.relispartition		-- partitions carry PostgreSQL's clone
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
+					WHERE t.tgrelid = child.inhrelid AND t.tgname = 'fencing_reject_stale')
+ ORDER BY child.inhrelid;
