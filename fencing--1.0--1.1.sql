@@ -15,6 +15,53 @@
 REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
 
 ------------------------------------------------------------------------
+-- The views fencing.locks and fencing.stats and the function
+-- fencing.status() change their columns, so the update drops them and
+-- creates them again (below).  A view or function of the database's own
+-- that uses one of them would stop it at the DROP, with a message naming
+-- the 1.0 object under the name it is renamed to meanwhile; say it here,
+-- with the database's own names.
+------------------------------------------------------------------------
+
+DO $refuse_dependents$
+DECLARE
+	dependents	text;
+BEGIN
+	SELECT pg_catalog.string_agg(DISTINCT dep.dependent, ', ')
+	  INTO dependents
+	  FROM (SELECT CASE WHEN r.oid IS NOT NULL
+						THEN pg_catalog.pg_describe_object('pg_catalog.pg_class'::pg_catalog.regclass,
+														   r.ev_class, 0)
+						ELSE pg_catalog.pg_describe_object(d.classid, d.objid, 0) END AS dependent,
+				   r.ev_class
+			  FROM pg_catalog.pg_depend d
+			  LEFT JOIN pg_catalog.pg_rewrite r
+					 ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND r.oid = d.objid
+			 WHERE d.deptype = 'n'
+			   AND ((d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+					 AND d.refobjid IN ('fencing.locks'::pg_catalog.regclass,
+										'fencing.stats'::pg_catalog.regclass))
+					OR (d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+						AND d.refobjid IN ('fencing.lock_rows()'::pg_catalog.regprocedure,
+										   'fencing.stat_rows()'::pg_catalog.regprocedure,
+										   'fencing.status()'::pg_catalog.regprocedure)))) dep
+	 -- the extension's own views use the functions behind them
+	 WHERE dep.ev_class IS NULL
+		OR dep.ev_class NOT IN ('fencing.locks'::pg_catalog.regclass,
+								'fencing.stats'::pg_catalog.regclass);
+
+	IF dependents IS NOT NULL THEN
+		RAISE EXCEPTION USING
+			ERRCODE = 'dependent_objects_still_exist',
+			MESSAGE = 'cannot update extension fencing: other objects use views or functions whose columns change',
+			DETAIL = pg_catalog.format('The update drops and creates again fencing.locks, fencing.stats and fencing.status(), which are used by: %s.',
+									   dependents),
+			HINT = 'Drop those objects, run ALTER EXTENSION fencing UPDATE, and create them again for the new columns.';
+	END IF;
+END
+$refuse_dependents$;
+
+------------------------------------------------------------------------
 -- Named locks (src/locks.c, src/lock_registry.c)
 ------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@
 #    children and grandchild (1.0 did not protect inheritance children; the
 #    update must, as 1.1's protect() does), a table with a non-default fence
 #    column in 'skip' mode, and the resource fences; fresh writes pass;
-# 3. the lock held across the update keeps its token and its exclusion;
+# 3. a lease held across the update keeps its token and its exclusion;
 # 4. every role keeps exactly its rights on every object of 1.0, also on the
 #    views and functions the update drops and creates again, except that a
 #    role that had check_fence only through PUBLIC loses it (DESIGN.md F9)
@@ -247,12 +247,12 @@ like($rights_1_0, qr/^monitor view fencing.locks SELECT true$/m, 'monitor reads 
 like($rights_1_0, qr/^writer view fencing.locks SELECT false$/m, 'PUBLIC does not');
 
 #
-# A worker holds a lock and has written under it when the update runs.
+# A worker holds a lease and has written under it when the update runs.
 #
 my $holder = $node->background_psql('app');
 $holder->query_safe('SET ROLE writer');
 $holder->query_safe('BEGIN');
-my $t_holder = $holder->query_safe("SELECT fencing.try_lock('nightly-job')");
+my $t_holder = $holder->query_safe("SELECT fencing.lease('nightly-job', '10min')");
 $holder->query_safe("SET LOCAL fencing.token = $t_holder");
 $holder->query_safe("UPDATE ledger SET amount = amount + 1 WHERE id = 3");
 
@@ -430,8 +430,51 @@ TODO:
 }
 
 #
+# What stops the update, which then names it, and leaves the database at
+# 1.0: a view of the database's own on a view whose columns change, and a
+# child that 1.1 cannot fence, here for a fence column with a default (1.0
+# allowed one; the child inherits it).
+#
+$node->safe_psql('postgres', 'CREATE DATABASE blocked');
+$node->safe_psql('blocked', q{
+CREATE EXTENSION fencing VERSION '1.0';
+CREATE VIEW my_locks AS SELECT name, pid FROM fencing.locks;
+CREATE FUNCTION my_status() RETURNS bigint LANGUAGE sql
+  BEGIN ATOMIC SELECT latest_token FROM fencing.status(); END;
+CREATE TABLE parent (id int PRIMARY KEY, fence bigint DEFAULT 0);
+CREATE TABLE child () INHERITS (parent);
+CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE OR DELETE ON public.parent
+  FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale('fence', 'error');
+});
+($ret, $stdout, $stderr) = $node->psql('blocked', 'ALTER EXTENSION fencing UPDATE',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+isnt($ret, 0, 'the update fails while a view of the database uses fencing.locks');
+like($stderr,
+	qr/ERROR:  2BP01: cannot update extension fencing: other objects use views or functions whose columns change\nDETAIL:  The update drops and creates again fencing.locks, fencing.stats and fencing.status\(\), which are used by: function (?:public\.)?my_status\(\), view (?:public\.)?my_locks\.\nHINT:  Drop those objects/,
+	'and names the objects of the database that use them, with what to do');
+$node->safe_psql('blocked', 'DROP VIEW my_locks; DROP FUNCTION my_status()');
+($ret, $stdout, $stderr) = $node->psql('blocked', 'ALTER EXTENSION fencing UPDATE',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+isnt($ret, 0, 'the update fails on a child that cannot be fenced');
+like($stderr,
+	qr/ERROR:  42611: fencing.protect\(\): fence column "fence" of table public.child has a default/,
+	'and names the child and why');
+is($node->safe_psql('blocked', "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"),
+	'1.0', 'the database stays at 1.0');
+$node->safe_psql('blocked', q{
+ALTER TABLE parent ALTER COLUMN fence DROP DEFAULT;
+ALTER TABLE child ALTER COLUMN fence DROP DEFAULT;
+ALTER EXTENSION fencing UPDATE;
+});
+like($node->safe_psql('blocked', $triggers),
+	qr/^child: fencing_reject_stale O CREATE TRIGGER/m,
+	'once the default is dropped, the update protects the child');
+
+#
 # DROP EXTENSION after the update: the triggers go with it (CASCADE), the
-# tables and rows stay, and nothing of the extension is left.
+# tables and rows stay, and nothing of the extension is left (but the empty
+# schema, which CREATE EXTENSION made and DROP EXTENSION leaves after a
+# fresh install too).
 #
 ($ret, $stdout, $stderr) = $node->psql('app', 'DROP EXTENSION fencing');
 like($stderr, qr/cannot drop extension fencing because other objects depend on it/,
@@ -440,13 +483,15 @@ my $rows_before_drop = $node->safe_psql('app',
 	"SELECT line FROM ($contents) c(line) WHERE line NOT LIKE 'resource %'");
 $node->safe_psql('app', 'DROP EXTENSION fencing CASCADE');
 is( $node->safe_psql('app', q{
-SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = 'fencing') || ' ' ||
+SELECT (SELECT count(*) FROM pg_class WHERE relnamespace = 'fencing'::regnamespace) +
+       (SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencing'::regnamespace) +
+       (SELECT count(*) FROM pg_type WHERE typnamespace = 'fencing'::regnamespace) || ' ' ||
        (SELECT count(*) FROM pg_trigger WHERE tgname = 'fencing_reject_stale') || ' ' ||
        (SELECT count(*) FROM pg_init_privs i WHERE NOT EXISTS (SELECT FROM pg_proc WHERE oid = i.objoid)
                                               AND NOT EXISTS (SELECT FROM pg_class WHERE oid = i.objoid)
                                               AND NOT EXISTS (SELECT FROM pg_namespace WHERE oid = i.objoid)
                                               AND NOT EXISTS (SELECT FROM pg_type WHERE oid = i.objoid))
-}), '0 0 0', 'DROP EXTENSION leaves no schema, trigger or initial privileges behind');
+}), '0 0 0', 'DROP EXTENSION leaves no object in schema fencing, no trigger and no initial privileges behind');
 is($node->safe_psql('app',
 		"SELECT line FROM (" . ($contents =~ s/UNION ALL SELECT 'resource .*\n//r) . ") c(line)"),
 	$rows_before_drop, 'the tables and their rows stay');
