@@ -262,7 +262,9 @@ COMMENT ON FUNCTION fencing.stat_rows() IS
 -- what the 1.0 script gave it (pg_init_privs, or the default when the script
 -- gave nothing) is done again on its 1.1 successor: the grants, with their
 -- grant option, and the revocations.  The owner's own privileges stay as
--- the script makes them.  Then the 1.0 objects go.
+-- the script makes them.  Then the 1.0 objects go.  An object of 1.0 made
+-- anew by a later change of this script is renamed likewise and added to
+-- the list of successors.
 ------------------------------------------------------------------------
 
 DO $carry_privileges$
@@ -271,25 +273,33 @@ DECLARE
 	change		record;
 BEGIN
 	FOR renamed IN
-		SELECT o.kind, o.old_oid, o.new_name,
+		WITH successor (catalog, old_oid, new_object) AS (
+			VALUES ('pg_catalog.pg_class'::pg_catalog.regclass,
+					'fencing.locks_1_0'::pg_catalog.regclass::pg_catalog.oid,
+					'TABLE fencing.locks'),
+				   ('pg_catalog.pg_class', 'fencing.stats_1_0'::pg_catalog.regclass,
+					'TABLE fencing.stats'),
+				   ('pg_catalog.pg_proc', 'fencing.lock_rows_1_0()'::pg_catalog.regprocedure,
+					'FUNCTION fencing.lock_rows()'),
+				   ('pg_catalog.pg_proc', 'fencing.stat_rows_1_0()'::pg_catalog.regprocedure,
+					'FUNCTION fencing.stat_rows()'),
+				   ('pg_catalog.pg_proc', 'fencing.status_1_0()'::pg_catalog.regprocedure,
+					'FUNCTION fencing.status()'))
+		SELECT s.new_object, o.owner,
 			   COALESCE(o.acl, pg_catalog.acldefault(o.kind, o.owner)) AS acl,
-			   COALESCE(
-					(SELECT i.initprivs FROM pg_catalog.pg_init_privs i
-					  WHERE i.objoid = o.old_oid AND i.classoid = o.catalog AND i.objsubid = 0),
-					pg_catalog.acldefault(o.kind, o.owner)) AS initial,
-			   o.owner
-		  FROM (SELECT 'r'::"char" AS kind, c.oid AS old_oid, c.relacl AS acl,
-					   c.relowner AS owner, 'pg_catalog.pg_class'::pg_catalog.regclass AS catalog,
-					   'TABLE fencing.' || pg_catalog.substr(c.relname, 1, pg_catalog.length(c.relname) - 4) AS new_name
-				  FROM pg_catalog.pg_class c
-				 WHERE c.relnamespace = 'fencing'::pg_catalog.regnamespace
-				   AND c.relname IN ('locks_1_0', 'stats_1_0')
-				UNION ALL
-				SELECT 'f', p.oid, p.proacl, p.proowner, 'pg_catalog.pg_proc'::pg_catalog.regclass,
-					   'FUNCTION fencing.' || pg_catalog.substr(p.proname, 1, pg_catalog.length(p.proname) - 4) || '()'
-				  FROM pg_catalog.pg_proc p
-				 WHERE p.pronamespace = 'fencing'::pg_catalog.regnamespace
-				   AND p.proname IN ('lock_rows_1_0', 'stat_rows_1_0', 'status_1_0')) o
+			   COALESCE((SELECT i.initprivs FROM pg_catalog.pg_init_privs i
+						  WHERE i.objoid = s.old_oid AND i.classoid = s.catalog AND i.objsubid = 0),
+						pg_catalog.acldefault(o.kind, o.owner)) AS initial
+		  FROM successor s
+		  CROSS JOIN LATERAL (SELECT 'r'::"char" AS kind, c.relacl AS acl, c.relowner AS owner
+								FROM pg_catalog.pg_class c
+							   WHERE s.catalog = 'pg_catalog.pg_class'::pg_catalog.regclass
+								 AND c.oid = s.old_oid
+							  UNION ALL
+							  SELECT 'f', p.proacl, p.proowner
+								FROM pg_catalog.pg_proc p
+							   WHERE s.catalog = 'pg_catalog.pg_proc'::pg_catalog.regclass
+								 AND p.oid = s.old_oid) o
 	LOOP
 		-- revocations first, so that a grant option changed either way ends
 		-- as it was
@@ -300,7 +310,7 @@ BEGIN
 							  WHERE kept.grantee = gone.grantee
 								AND kept.privilege_type = gone.privilege_type)
 						THEN 'GRANT OPTION FOR ' ELSE '' END ||
-				   gone.privilege_type || ' ON ' || renamed.new_name || ' FROM ' ||
+				   gone.privilege_type || ' ON ' || renamed.new_object || ' FROM ' ||
 				   CASE gone.grantee WHEN 0 THEN 'PUBLIC'
 						ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(gone.grantee)) END AS sql
 			  FROM (SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(renamed.initial)
@@ -308,7 +318,7 @@ BEGIN
 					SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(renamed.acl)) gone
 			 WHERE gone.grantee <> renamed.owner
 			UNION ALL
-			SELECT 'GRANT ' || added.privilege_type || ' ON ' || renamed.new_name || ' TO ' ||
+			SELECT 'GRANT ' || added.privilege_type || ' ON ' || renamed.new_object || ' TO ' ||
 				   CASE added.grantee WHEN 0 THEN 'PUBLIC'
 						ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(added.grantee)) END ||
 				   CASE WHEN added.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END
