@@ -188,6 +188,24 @@ COMMENT ON FUNCTION fencing.acquire(text, integer, interval) IS
 'wait for one of the permits of the counting semaphore name; a fence token of its own, or NULL when timeout passes';
 
 ------------------------------------------------------------------------
+-- A lease's hard ceiling: lease() gains max_hold (src/lease_ceiling.c).
+-- The two-argument function is replaced by one with a third, defaulted
+-- argument, so lease(name, ttl) calls keep working; the library serves
+-- both (the 1.0 one until this update runs).
+------------------------------------------------------------------------
+
+DROP FUNCTION fencing.lease(text, interval);
+
+CREATE FUNCTION fencing.lease(name text, ttl interval,
+							  max_hold interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.lease(text, interval, interval) IS
+'try_lock plus a server-enforced lease: a session idle in the transaction longer than ttl is ended, and with max_hold its transaction ends max_hold after the call, busy or idle';
+
+------------------------------------------------------------------------
 -- Statistics: counters of the 1.1 lock kinds (src/stats.c).  The view's
 -- columns change, so it is made anew with its grant (the 1.0 one and its
 -- function are renamed until their privileges are carried over).
@@ -209,7 +227,8 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT stats_reset timestamptz,
 	OUT lock_groups_granted bigint,
 	OUT shared_locks_granted bigint,
-	OUT permits_granted bigint)
+	OUT permits_granted bigint,
+	OUT leases_ceiling_ended bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -218,7 +237,8 @@ CREATE VIEW fencing.stats AS
 	SELECT tokens_issued, reservations, reservation_time_ms,
 		   locks_granted, locks_busy, locks_timed_out,
 		   lock_groups_granted, shared_locks_granted, permits_granted,
-		   leases_granted, leases_expired, stale_writes_rejected,
+		   leases_granted, leases_expired, leases_ceiling_ended,
+		   stale_writes_rejected,
 		   stats_reset
 	FROM fencing.stat_rows();
 

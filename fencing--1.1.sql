@@ -80,13 +80,14 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION fencing.lock(text, interval) IS
 'wait for the transaction-scoped advisory lock for name; a fence token, or NULL when timeout passes';
 
-CREATE FUNCTION fencing.lease(name text, ttl interval)
+CREATE FUNCTION fencing.lease(name text, ttl interval,
+							  max_hold interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'fencing_lease'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION fencing.lease(text, interval) IS
-'try_lock plus a server-enforced lease: a session idle in the transaction longer than ttl is ended';
+COMMENT ON FUNCTION fencing.lease(text, interval, interval) IS
+'try_lock plus a server-enforced lease: a session idle in the transaction longer than ttl is ended, and with max_hold its transaction ends max_hold after the call, busy or idle';
 
 CREATE FUNCTION fencing.try_lock_all(names text[])
 RETURNS bigint
@@ -184,7 +185,8 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT stats_reset timestamptz,
 	OUT lock_groups_granted bigint,
 	OUT shared_locks_granted bigint,
-	OUT permits_granted bigint)
+	OUT permits_granted bigint,
+	OUT leases_ceiling_ended bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -193,7 +195,8 @@ CREATE VIEW fencing.stats AS
 	SELECT tokens_issued, reservations, reservation_time_ms,
 		   locks_granted, locks_busy, locks_timed_out,
 		   lock_groups_granted, shared_locks_granted, permits_granted,
-		   leases_granted, leases_expired, stale_writes_rejected,
+		   leases_granted, leases_expired, leases_ceiling_ended,
+		   stale_writes_rejected,
 		   stats_reset
 	FROM fencing.stat_rows();
 

@@ -115,4 +115,18 @@
 #define FENCING_NORETURN	pg_attribute_noreturn()
 #endif
 
+/*
+ * The hard ceiling of a lease (lease_ceiling.c): from PostgreSQL 17 on,
+ * core's transaction_timeout ends the holder's transaction (FATAL 25P04);
+ * before, the extension's own timeout ends the session as
+ * pg_terminate_backend() does (FATAL 57P01).  The SQLSTATE is that of the
+ * report the ending causes.
+ */
+#if PG_VERSION_NUM >= 170000
+#define FENCING_CEILING_TRANSACTION_TIMEOUT 1
+#define FENCING_CEILING_SQLSTATE	ERRCODE_TRANSACTION_TIMEOUT
+#else
+#define FENCING_CEILING_SQLSTATE	ERRCODE_ADMIN_SHUTDOWN
+#endif
+
 #endif							/* FENCING_COMPAT_H */

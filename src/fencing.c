@@ -50,6 +50,7 @@ _PG_init(void)
 	fencing_token_wal_init();
 	fencing_lock_registry_init();
 	fencing_locks_init();
+	fencing_lease_ceiling_init();
 	fencing_fence_init();
 	fencing_statement_hooks_init();
 }

@@ -9,7 +9,8 @@
  * lock_registry.c take and show named locks, fence_trigger.c and
  * check_fence.c reject stale writes (fence_protect.c installs the trigger,
  * fence_ddl.c watches DDL on protected tables), statement_hooks.c knows
- * where in a statement the backend is, stats.c counts; compat.h holds what
+ * where in a statement the backend is, lease_ceiling.c ends a lease's
+ * transaction at its max_hold, stats.c counts; compat.h holds what
  * differs between server versions.
  *
  * Copyright (c) 2026, the fencing developers
@@ -159,6 +160,13 @@ extern bool fencing_called_from_top_level(void);
 extern void fencing_lease_keep_limit(void);
 extern int	fencing_statement_depth(void);
 
+/* lease_ceiling.c */
+extern void fencing_lease_ceiling_init(void);
+extern int	fencing_lease_max_hold_ms(double usecs);
+extern void fencing_lease_ceiling_set(const char *name, int namelen,
+									  int max_hold_ms);
+extern void fencing_lease_ceiling_keep(void);
+
 /* fence_ddl.c */
 extern void fencing_fence_utility_before(PlannedStmt *pstmt);
 extern void fencing_fence_utility_after(PlannedStmt *pstmt);
@@ -182,6 +190,7 @@ typedef enum FencingStat
 	FENCING_STAT_LOCK_GROUPS_GRANTED,
 	FENCING_STAT_SHARED_LOCKS_GRANTED,
 	FENCING_STAT_PERMITS_GRANTED,
+	FENCING_STAT_LEASES_CEILING_ENDED,
 	FENCING_STAT_COUNT
 } FencingStat;
 

@@ -940,15 +940,18 @@ shorten_idle_limit(int ttl_ms)
 }
 
 /*
- * SQL: fencing.lease(name, ttl).  try_lock, plus a server-enforced lease:
- * for the rest of the transaction idle_in_transaction_session_timeout is at
- * most ttl (like SET LOCAL), so a holder that stalls between statements for
- * longer than ttl has its session ended by the server and the lock freed.
- * Any statement, such as fencing.held_token(), restarts the idle clock.  The
- * ttl is validated before the lock is tried, and rounded down to whole
- * milliseconds (a lease never lasts longer than asked).  The lease belongs
- * to the (sub)transaction that took it: rolled back with it, like the
- * setting.
+ * SQL: fencing.lease(name, ttl, max_hold).  try_lock, plus a
+ * server-enforced lease: for the rest of the transaction
+ * idle_in_transaction_session_timeout is at most ttl (like SET LOCAL), so a
+ * holder that stalls between statements for longer than ttl has its
+ * session ended by the server and the lock freed.  Any statement, such as
+ * fencing.held_token(), restarts the idle clock.  The ttl is validated
+ * before the lock is tried, and rounded down to whole milliseconds (a
+ * lease never lasts longer than asked).  The lease belongs to the
+ * (sub)transaction that took it: rolled back with it, like the setting.
+ * A max_hold (not NULL), validated with the ttl, also ends the transaction
+ * max_hold after the call, busy or idle (lease_ceiling.c).  The 1.0
+ * function, lease(name, ttl), is this one called with two arguments.
  */
 Datum
 fencing_lease(PG_FUNCTION_ARGS)
@@ -957,6 +960,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 	HeldLock   *h;
 	double		usecs;
 	int			ttl_ms;
+	int			max_hold_ms = 0;
 
 	fencing_error_if_standby("fencing.lease()");
 	error_if_null_name(fcinfo);
@@ -980,6 +984,8 @@ fencing_lease(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease ttl must be at most %d milliseconds", INT_MAX)));
 	ttl_ms = (int) floor(usecs / 1000.0);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		max_hold_ms = fencing_lease_max_hold_ms(interval_usecs(PG_GETARG_INTERVAL_P(2)));
 
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 
@@ -988,6 +994,8 @@ fencing_lease(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 
 	(void) shorten_idle_limit(ttl_ms);
+	if (max_hold_ms > 0)
+		fencing_lease_ceiling_set(req.name, req.namelen, max_hold_ms);
 
 	if (h->lease_subid == InvalidSubTransactionId)
 	{

@@ -157,7 +157,7 @@ statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 /*
  * ExecutorFinish: AFTER triggers run here; functions they call are nested
  * statements like any other.  The end of a top-level statement is where a
- * lease's idle limit is put back if the statement changed it.
+ * lease's idle limit and ceiling are put back if the statement changed them.
  */
 static void
 statement_ExecutorFinish(QueryDesc *queryDesc)
@@ -178,7 +178,10 @@ statement_ExecutorFinish(QueryDesc *queryDesc)
 	}
 	PG_END_TRY();
 	if (saved_depth == 0)
+	{
 		fencing_lease_keep_limit();
+		fencing_lease_ceiling_keep();
+	}
 }
 
 /*
@@ -213,7 +216,10 @@ statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	fencing_fence_utility_after(pstmt);
 	if (saved_depth == 0)
+	{
 		fencing_lease_keep_limit();
+		fencing_lease_ceiling_keep();
+	}
 }
 
 /*

@@ -1,0 +1,475 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_ceiling.c
+ *		The hard ceiling of a lease: fencing.lease(name, ttl, max_hold) ends
+ *		the holder's transaction max_hold after the call, busy or idle.
+ *
+ * A lease's ttl only limits how long the holder may sit idle between
+ * statements; a holder stuck in one long statement (a pg_sleep, a wait for
+ * another lock, a runaway query) keeps the lock for as long as that takes.
+ * max_hold bounds the whole holding, as ShedLock's lockAtMostFor does: at
+ * the deadline the server ends the holder's session, and with it the
+ * transaction and the lock.
+ *
+ * How the session is ended depends on the server (the one #if below, keyed
+ * on compat.h):
+ *
+ *	- PostgreSQL 17 and later: through core's transaction_timeout, so that
+ *	  the holder sees core's own FATAL 25P04 "terminating connection due to
+ *	  transaction timeout".  Two things are needed, and neither alone works:
+ *	  the TRANSACTION_TIMEOUT timer armed at the deadline (enable_timeout_at:
+ *	  a SET of the setting arms it "after n ms from now" only when it is not
+ *	  running yet, and never moves a running one), and the setting itself
+ *	  above zero for the rest of the transaction (a SET LOCAL): the interrupt
+ *	  is ignored when the setting is 0, and core disarms the timer at commit,
+ *	  abort and prepare only when the setting is above 0.  The setting is
+ *	  the deadline's distance from the transaction's start, rounded up,
+ *	  because core skips the idle-in-transaction and statement timers that
+ *	  are not shorter than it, trusting the transaction timer to come first.
+ *	  An earlier finish (the session's own transaction_timeout, an earlier
+ *	  ceiling) is never moved later.  Nothing in core moves a running timer
+ *	  later within a transaction; a SET of transaction_timeout to 0 stops
+ *	  it, and the statement hook puts it back after the statement, with a
+ *	  WARNING, as locks.c does for the idle limit.
+ *	- PostgreSQL 15 and 16: a timeout of the extension's own, registered
+ *	  once per backend, whose handler does what die() does (flags and the
+ *	  latch only), so the holder sees core's FATAL 57P01 "terminating
+ *	  connection due to administrator command", whether it runs a statement
+ *	  or sits idle.
+ *
+ * On both, a LOG line names the lease and its max_hold when the ceiling
+ * ended a session, and fencing.stats counts it (leases_ceiling_ended).
+ *
+ * The ceilings of a transaction form a stack: each belongs to the
+ * (sub)transaction that asked for it, like the lease's ttl (a SET LOCAL),
+ * and goes when that subtransaction rolls back; only the earliest deadline
+ * matters, so a ceiling no earlier than one already on the stack (which is
+ * older, hence outlives it) is not pushed, and the top is the deadline in
+ * force.  At transaction end (commit, including a COMMIT inside a
+ * procedure, abort, and the exit of the backend) the stack is emptied and
+ * the timer disarmed.  A transaction with a ceiling cannot be prepared:
+ * the prepared transaction would keep the lock with nothing to end it.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/lease_ceiling.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "fencing.h"
+
+/* One lease's ceiling. */
+typedef struct LeaseCeiling
+{
+	TimestampTz deadline;		/* when the holder's transaction ends */
+	TimestampTz granted;		/* when lease() asked for it */
+	int			max_hold_ms;
+	SubTransactionId subid;		/* (sub)transaction that asked for it */
+	char		name[FENCING_NAME_MAX_BYTES + 1];	/* canonical */
+} LeaseCeiling;
+
+/*
+ * The stack, in TopMemoryContext: deadlines strictly decreasing from the
+ * bottom, subtransaction ids never decreasing, so the top is both the
+ * deadline in force and the first to go when a subtransaction rolls back.
+ */
+static LeaseCeiling *ceilings = NULL;
+static int	ceiling_count = 0;
+static int	ceiling_capacity = 0;
+
+/*
+ * Whether this transaction armed the timer (it must be disarmed at its
+ * end), and how the timer stood before that.
+ */
+static bool timer_touched = false;
+static bool saved_timer_active = false;
+static TimestampTz saved_timer_finish = 0;
+
+/* set when the ceiling ended the session: what the exit callback logs */
+static bool ended_by_ceiling = false;
+static LeaseCeiling ended_ceiling;
+
+static bool exit_callback_registered = false;
+
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+static void ceiling_xact_callback(XactEvent event, void *arg);
+static void ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+									 SubTransactionId parentSubid, void *arg);
+static void ceiling_emit_log(ErrorData *edata);
+static void ceiling_before_exit(int code, Datum arg);
+
+/*
+ * What differs between server versions, in one place: which timer ends the
+ * transaction (ceiling_timer), and on 17+ the setting that must stay in
+ * force with it (ceiling_keep_setting).
+ */
+#ifdef FENCING_CEILING_TRANSACTION_TIMEOUT
+
+static TimeoutId
+ceiling_timer(void)
+{
+	return TRANSACTION_TIMEOUT;
+}
+
+/*
+ * Keep transaction_timeout above zero, and no longer than the deadline's
+ * distance from the transaction's start, for the rest of the transaction
+ * (a SET LOCAL).  A shorter setting stays; it counts from the
+ * transaction's start, as core's own timer does, and *finish is moved up to
+ * it (core applies a setting made inside the transaction to a stopped timer
+ * only, never to a running one).  True when it changed the setting.
+ */
+static bool
+ceiling_keep_setting(TimestampTz deadline, TimestampTz *finish)
+{
+	TimestampTz xact_start = GetCurrentTransactionStartTimestamp();
+	double		limit_ms = ceil((double) (deadline - xact_start) / 1000.0);
+	char		value[32];
+
+	limit_ms = Max(Min(limit_ms, (double) INT_MAX), 1.0);
+	if (TransactionTimeout > 0 && TransactionTimeout <= (int) limit_ms)
+	{
+		*finish = Min(*finish,
+					  xact_start + (TimestampTz) TransactionTimeout * 1000);
+		return false;
+	}
+	snprintf(value, sizeof(value), "%d", (int) limit_ms);
+	(void) set_config_option("transaction_timeout", value,
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	return true;
+}
+
+#else							/* PostgreSQL 15 and 16 */
+
+static TimeoutId ceiling_timeout_id = MAX_TIMEOUTS;
+
+/*
+ * The timer went off: end the session the way pg_terminate_backend()
+ * does, from a signal handler, so only flags and the latch.
+ */
+static void
+ceiling_timeout_handler(void)
+{
+	if (!proc_exit_inprogress)
+	{
+		InterruptPending = true;
+		ProcDiePending = true;
+	}
+	SetLatch(MyLatch);
+}
+
+/* The extension's own timer, registered the first time a backend needs it. */
+static TimeoutId
+ceiling_timer(void)
+{
+	if (ceiling_timeout_id == MAX_TIMEOUTS)
+		ceiling_timeout_id = RegisterTimeout(USER_TIMEOUT,
+											 ceiling_timeout_handler);
+	return ceiling_timeout_id;
+}
+
+/* No setting is involved: nothing but this file moves the timer. */
+static bool
+ceiling_keep_setting(TimestampTz deadline, TimestampTz *finish)
+{
+	return false;
+}
+
+#endif							/* FENCING_CEILING_TRANSACTION_TIMEOUT */
+
+/*
+ * Make the timer fire no later than finish; an earlier finish is never
+ * moved.  True when it changed the timer.
+ */
+static bool
+timer_no_later_than(TimestampTz finish)
+{
+	TimeoutId	id = ceiling_timer();
+
+	if (get_timeout_active(id) && get_timeout_finish_time(id) <= finish)
+		return false;
+	enable_timeout_at(id, finish);
+	return true;
+}
+
+/*
+ * Bring the setting and the timer in line with a deadline, remembering
+ * first how the timer stood before this transaction's first ceiling.  True
+ * when it changed either.
+ */
+static bool
+ceiling_arm(TimestampTz deadline)
+{
+	TimestampTz finish = deadline;
+	bool		changed;
+
+	if (!timer_touched)
+	{
+		TimeoutId	id = ceiling_timer();
+
+		saved_timer_active = get_timeout_active(id);
+		saved_timer_finish = saved_timer_active ? get_timeout_finish_time(id) : 0;
+		timer_touched = true;
+	}
+	changed = ceiling_keep_setting(deadline, &finish);
+	if (timer_no_later_than(finish))
+		changed = true;
+	return changed;
+}
+
+/*
+ * Register the callbacks; called from _PG_init, after fencing_locks_init,
+ * so that the PREPARE refusal below is the one a holder of a ceiling sees
+ * (the last callback registered is called first).
+ */
+void
+fencing_lease_ceiling_init(void)
+{
+	RegisterXactCallback(ceiling_xact_callback, NULL);
+	RegisterSubXactCallback(ceiling_subxact_callback, NULL);
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = ceiling_emit_log;
+}
+
+/*
+ * max_hold in milliseconds, from its length in microseconds: positive, at
+ * most INT_MAX milliseconds (transaction_timeout's range), rounded up so
+ * that a sub-millisecond ceiling is one millisecond, not none.
+ */
+int
+fencing_lease_max_hold_ms(double usecs)
+{
+	if (usecs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease max_hold must be positive"),
+				 errhint("Pass NULL for a lease without a ceiling.")));
+	if (ceil(usecs / 1000.0) > (double) INT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease max_hold must be at most %d milliseconds",
+						INT_MAX)));
+	return (int) ceil(usecs / 1000.0);
+}
+
+/*
+ * A subtransaction's ceilings went: put the timer back as it stood before
+ * this transaction's first ceiling, then no later than the earliest ceiling
+ * left.  The setting is left alone: the rollback puts it back as it was
+ * before the subtransaction.
+ */
+static void
+ceiling_rearm(void)
+{
+	TimeoutId	id = ceiling_timer();
+
+	if (saved_timer_active)
+		enable_timeout_at(id, saved_timer_finish);
+	else if (get_timeout_active(id))
+		disable_timeout(id, false);
+	if (ceiling_count > 0)
+		(void) timer_no_later_than(ceilings[ceiling_count - 1].deadline);
+}
+
+/*
+ * A lease on the canonical name was granted with a ceiling of max_hold_ms:
+ * the holder's transaction ends max_hold_ms from now, or earlier if an
+ * earlier limit is in force already.
+ */
+void
+fencing_lease_ceiling_set(const char *name, int namelen, int max_hold_ms)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz deadline = now + (TimestampTz) max_hold_ms * 1000;
+	LeaseCeiling *c;
+
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(ceiling_before_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
+
+	/* an older ceiling that comes first outlives this one: nothing to do */
+	if (ceiling_count > 0 && ceilings[ceiling_count - 1].deadline <= deadline)
+		return;
+
+	if (ceiling_count == ceiling_capacity)
+	{
+		int			new_capacity = ceiling_capacity > 0 ? ceiling_capacity * 2 : 8;
+
+		if (ceilings == NULL)
+			ceilings = MemoryContextAlloc(TopMemoryContext,
+										  sizeof(LeaseCeiling) * new_capacity);
+		else
+			ceilings = repalloc(ceilings, sizeof(LeaseCeiling) * new_capacity);
+		ceiling_capacity = new_capacity;
+	}
+
+	c = &ceilings[ceiling_count];
+	c->deadline = deadline;
+	c->granted = now;
+	c->max_hold_ms = max_hold_ms;
+	c->subid = GetCurrentSubTransactionId();
+	Assert(namelen <= FENCING_NAME_MAX_BYTES);
+	memcpy(c->name, name, namelen);
+	c->name[namelen] = '\0';
+	ceiling_count++;
+
+	(void) ceiling_arm(deadline);
+}
+
+/*
+ * Called after each top-level statement.  On PostgreSQL 17 and later the
+ * holder's own session can stop the timer (SET transaction_timeout = 0,
+ * RESET, set_config); while a ceiling is in force, put it back and say so.
+ * On 15 and 16 the timer is the extension's own and nothing else moves it.
+ */
+void
+fencing_lease_ceiling_keep(void)
+{
+	LeaseCeiling *c;
+
+	if (ceiling_count == 0)
+		return;
+	c = &ceilings[ceiling_count - 1];
+	if (!ceiling_arm(c->deadline))
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("transaction_timeout stays in force while this transaction holds a lease with max_hold"),
+			 errdetail("The lease on \"%s\" ends this transaction at %s.",
+					   c->name, timestamptz_to_str(c->deadline)),
+			 errhint("End the transaction to end the lease; the session's own setting returns then.")));
+}
+
+/*
+ * Transaction end empties the stack and disarms the timer: the lease ends
+ * with its transaction, and so does its ceiling (also at a COMMIT inside a
+ * procedure, which starts a new transaction).  PREPARE is refused while a
+ * ceiling is in force: nothing would end the prepared transaction, which
+ * keeps the lock, at max_hold.
+ */
+static void
+ceiling_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (ceiling_count > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that holds a lease with max_hold"),
+						 errdetail("The lease on \"%s\" has a max_hold of %d ms, and a prepared transaction would keep the lock past it with no session to end it.",
+								   ceilings[ceiling_count - 1].name,
+								   ceilings[ceiling_count - 1].max_hold_ms),
+						 errhint("Commit or roll back instead.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			ceiling_count = 0;
+			if (timer_touched)
+			{
+				/* core has disarmed its own timer if its setting was on */
+				TimeoutId	id = ceiling_timer();
+
+				if (get_timeout_active(id))
+					disable_timeout(id, false);
+				timer_touched = false;
+				saved_timer_active = false;
+			}
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * A ceiling belongs to the (sub)transaction that asked for it: on commit
+ * of a subtransaction its ceilings pass to the parent, on rollback they go
+ * and the timer moves back to the earliest one left (or to where it was).
+ */
+static void
+ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	int			i;
+
+	if (ceiling_count == 0)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (i = ceiling_count - 1; i >= 0 && ceilings[i].subid == mySubid; i--)
+			ceilings[i].subid = parentSubid;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		int			before = ceiling_count;
+
+		while (ceiling_count > 0 &&
+			   ceilings[ceiling_count - 1].subid >= mySubid)
+			ceiling_count--;
+		if (ceiling_count != before)
+			ceiling_rearm();
+	}
+}
+
+/*
+ * The report that ends the session: when it is the one the ceiling's timer
+ * causes (25P04 on 17+, 57P01 before) and the deadline in force has passed,
+ * the ceiling ended the session.  Count it here, where the report is seen;
+ * the LOG line waits for the exit callback (no report from inside a
+ * report).
+ */
+static void
+ceiling_emit_log(ErrorData *edata)
+{
+	if (ceiling_count > 0 && !ended_by_ceiling &&
+		edata->elevel == FATAL &&
+		edata->sqlerrcode == FENCING_CEILING_SQLSTATE &&
+		GetCurrentTimestamp() >= ceilings[ceiling_count - 1].deadline)
+	{
+		ended_by_ceiling = true;
+		ended_ceiling = ceilings[ceiling_count - 1];
+		fencing_stat_add(FENCING_STAT_LEASES_CEILING_ENDED, 1);
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
+/*
+ * Backend exit after the ceiling ended the session: tell the DBA which
+ * lease and which max_hold did it, since core's message names neither.
+ */
+static void
+ceiling_before_exit(int code, Datum arg)
+{
+	if (!ended_by_ceiling)
+		return;
+	ereport(LOG,
+			(errmsg("fencing lease \"%s\" reached its max_hold of %d ms; the server ended its session",
+					ended_ceiling.name, ended_ceiling.max_hold_ms),
+			 errdetail("The lease was granted at %s; its transaction had to end by %s.",
+					   pstrdup(timestamptz_to_str(ended_ceiling.granted)),
+					   timestamptz_to_str(ended_ceiling.deadline))));
+}
