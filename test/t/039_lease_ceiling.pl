@@ -200,7 +200,7 @@ for my $case (@ended)
 	ok($not_early, "$what: never before $limit");
 	ok(defined $elapsed && $elapsed < 30,
 		"$what: well before 60 s (" . ($elapsed // 'never') . ' s)');
-	ok(session_gone($h->{pid}), "$what: the holder's session is gone");
+	ok($free && session_gone($h->{pid}), "$what: the holder's session is gone");
 	like(ended_with($h), $fatal, "$what: the server ends it with core's report");
 }
 
