@@ -44,7 +44,8 @@ BEGIN
 					OR (d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
 						AND d.refobjid IN ('fencing.lock_rows()'::pg_catalog.regprocedure,
 										   'fencing.stat_rows()'::pg_catalog.regprocedure,
-										   'fencing.status()'::pg_catalog.regprocedure)))) dep
+										   'fencing.status()'::pg_catalog.regprocedure,
+										   'fencing.lease(text,interval)'::pg_catalog.regprocedure)))) dep
 	 -- the extension's own views use the functions behind them
 	 WHERE dep.ev_class IS NULL
 		OR dep.ev_class NOT IN ('fencing.locks'::pg_catalog.regclass,
@@ -54,7 +55,7 @@ BEGIN
 		RAISE EXCEPTION USING
 			ERRCODE = 'dependent_objects_still_exist',
 			MESSAGE = 'cannot update extension fencing: other objects use views or functions whose columns change',
-			DETAIL = pg_catalog.format('The update drops and creates again fencing.locks, fencing.stats and fencing.status(), which are used by: %s.',
+			DETAIL = pg_catalog.format('The update drops and creates again fencing.locks, fencing.stats, fencing.status() and fencing.lease(text, interval), which are used by: %s.',
 									   dependents),
 			HINT = 'Drop those objects, run ALTER EXTENSION fencing UPDATE, and create them again for the new columns.';
 	END IF;
@@ -194,7 +195,7 @@ COMMENT ON FUNCTION fencing.acquire(text, integer, interval) IS
 -- both (the 1.0 one until this update runs).
 ------------------------------------------------------------------------
 
-DROP FUNCTION fencing.lease(text, interval);
+ALTER FUNCTION fencing.lease(text, interval) RENAME TO lease_1_0;
 
 CREATE FUNCTION fencing.lease(name text, ttl interval,
 							  max_hold interval DEFAULT NULL)
@@ -304,7 +305,9 @@ BEGIN
 				   ('pg_catalog.pg_proc', 'fencing.stat_rows_1_0()'::pg_catalog.regprocedure,
 					'FUNCTION fencing.stat_rows()'),
 				   ('pg_catalog.pg_proc', 'fencing.status_1_0()'::pg_catalog.regprocedure,
-					'FUNCTION fencing.status()'))
+					'FUNCTION fencing.status()'),
+				   ('pg_catalog.pg_proc', 'fencing.lease_1_0(text,interval)'::pg_catalog.regprocedure,
+					'FUNCTION fencing.lease(text,interval,interval)'))
 		SELECT s.new_object, o.owner,
 			   COALESCE(o.acl, pg_catalog.acldefault(o.kind, o.owner)) AS acl,
 			   COALESCE((SELECT i.initprivs FROM pg_catalog.pg_init_privs i
@@ -358,6 +361,7 @@ DROP FUNCTION fencing.lock_rows_1_0();
 DROP VIEW fencing.stats_1_0;
 DROP FUNCTION fencing.stat_rows_1_0();
 DROP FUNCTION fencing.status_1_0();
+DROP FUNCTION fencing.lease_1_0(text, interval);
 
 ------------------------------------------------------------------------
 -- Inheritance children (DESIGN.md F7).  A write through a parent reaches

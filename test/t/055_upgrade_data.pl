@@ -129,7 +129,8 @@ is($node->safe_psql('app', "SELECT extversion FROM pg_extension WHERE extname = 
 
 # Grants a 1.0 administrator made: check_fence to the workers (PUBLIC had
 # it in 1.0), advance_token to the owner, and the lock view and status()
-# for monitoring only, taken away from PUBLIC.
+# for monitoring only, taken away from PUBLIC, and leases for the workers
+# only (lease is replaced by a three-argument function in 1.1).
 $node->safe_psql('app', q{
 GRANT CREATE ON SCHEMA public TO app_owner;
 GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO writer;
@@ -139,6 +140,8 @@ GRANT SELECT ON fencing.locks TO monitor;
 REVOKE EXECUTE ON FUNCTION fencing.status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION fencing.status() TO monitor;
 GRANT SELECT ON fencing.stats TO monitor;
+REVOKE EXECUTE ON FUNCTION fencing.lease(text, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.lease(text, interval) TO writer;
 });
 
 # A token issued before every write: stale for every row written below.
@@ -217,7 +220,9 @@ for my $t ($t_ledger, $t_events, $t_accounts, $t_jobs, $t_invoice)
 	 UPDATE accounts_eu SET balance = 0 WHERE id = 2; ROLLBACK;");
 is($ret, 0, 'before the update, a stale write to an inheritance child is not refused');
 
-# Rights of every role on every object of 1.0, before and after.
+# Rights of every role on every object of 1.0, before and after.  1.1
+# replaces lease(text, interval) by lease(text, interval, interval DEFAULT
+# NULL): the rights on the old one are looked up on its successor.
 my $members = $node->safe_psql('app', q{
 SELECT string_agg(quote_literal(pg_describe_object(classid, objid, 0)) || ',' ||
                   quote_literal(CASE classid WHEN 'pg_proc'::regclass THEN objid::regprocedure::text
@@ -234,7 +239,11 @@ SELECT r.rolname || ' ' || o.obj || ' ' || p.priv || ' ' ||
             WHEN o.kind = 'pg_proc' THEN has_function_privilege(r.rolname, o.ident, p.priv)::text
             WHEN to_regclass(o.ident) IS NULL THEN 'missing'
             ELSE has_table_privilege(r.rolname, o.ident, p.priv)::text END
-  FROM (VALUES ($members)) o(obj, ident, kind)
+  FROM (SELECT obj, kind,
+               CASE WHEN ident = 'fencing.lease(text,interval)'
+                         AND to_regprocedure(ident) IS NULL
+                    THEN 'fencing.lease(text,interval,interval)' ELSE ident END AS ident
+          FROM (VALUES ($members)) v(obj, ident, kind)) o
   JOIN (VALUES ('pg_proc', 'EXECUTE'), ('pg_proc', 'EXECUTE WITH GRANT OPTION'),
                ('pg_class', 'SELECT'), ('pg_class', 'INSERT'), ('pg_class', 'UPDATE'),
                ('pg_class', 'DELETE'), ('pg_class', 'SELECT WITH GRANT OPTION')) p(kind, priv)
@@ -450,7 +459,7 @@ CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE OR DELETE
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 isnt($ret, 0, 'the update fails while a view of the database uses fencing.locks');
 like($stderr,
-	qr/ERROR:  2BP01: cannot update extension fencing: other objects use views or functions whose columns change\nDETAIL:  The update drops and creates again fencing.locks, fencing.stats and fencing.status\(\), which are used by: function (?:public\.)?my_status\(\), view (?:public\.)?my_locks\.\nHINT:  Drop those objects/,
+	qr/ERROR:  2BP01: cannot update extension fencing: other objects use views or functions whose columns change\nDETAIL:  The update drops and creates again fencing.locks, fencing.stats, fencing.status\(\) and fencing.lease\(text, interval\), which are used by: function (?:public\.)?my_status\(\), view (?:public\.)?my_locks\.\nHINT:  Drop those objects/,
 	'and names the objects of the database that use them, with what to do');
 $node->safe_psql('blocked', 'DROP VIEW my_locks; DROP FUNCTION my_status()');
 ($ret, $stdout, $stderr) = $node->psql('blocked', 'ALTER EXTENSION fencing UPDATE',
