@@ -16,8 +16,8 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
-  start_with_fake_clock set_fake_offset clock_offset sql_text start_pgbouncer stop_pgbouncer
-  run_gated_clients @WHITE_SPACE @IGNORABLE);
+  start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
+  sql_text start_pgbouncer stop_pgbouncer run_gated_clients @WHITE_SPACE @IGNORABLE);
 
 # Run one psql process (ON_ERROR_STOP) per SQL script text against the
 # database "postgres" of $node, all starting at the same moment: each script
@@ -282,6 +282,42 @@ sub clock_offset
 	}
 	$session->quit;
 	return $offset;
+}
+
+# Start a node whose clock runs $seconds behind the moment a fence token
+# ($token: nanoseconds since 2000-01-01 by the clock of the server that
+# issued it) stood for, as a server whose clock lags the old one's does
+# after a failover or a recovery; without libfaketime, on the real clock.
+# Returns whether the clock is faked.
+sub start_behind_token
+{
+	my ($node, $token, $seconds) = @_;
+
+	if (!libfaketime())
+	{
+		$node->start;
+		return 0;
+	}
+	my $token_epoch = $token / 1e9 + 946_684_800;	# seconds since 1970
+	start_with_fake_clock($node,
+		offset => sprintf('%+.3f', $token_epoch - $seconds - Time::HiRes::time()));
+	return 1;
+}
+
+# Switch a node with archive_mode on to a new WAL segment and wait until
+# the one holding everything written so far is archived, so that a
+# recovery from the archive can replay all of it.
+sub archive_current_wal
+{
+	my ($node) = @_;
+	my $walfile = $node->safe_psql('postgres',
+		'SELECT pg_walfile_name(pg_current_wal_lsn())');
+
+	$node->safe_psql('postgres', 'SELECT pg_switch_wal()');
+	$node->poll_query_until('postgres',
+		"SELECT '$walfile' <= last_archived_wal FROM pg_stat_archiver")
+	  or die "WAL segment $walfile was not archived";
+	return;
 }
 
 # Every Unicode White_Space code point: lock names collapse runs of them.

@@ -12,9 +12,11 @@
 #  - an asynchronous standby that was disconnected before the primary's
 #    last reservations (so it never saw them), and whose clock runs behind
 #    (libfaketime) by less than its fencing.clock_tolerance, is promoted
-#    and also continues above every token of the old primary: a promotion
-#    starts a new timeline, so its first reservation is a fresh start above
-#    its clock plus the lead bound plus fencing.clock_tolerance.
+#    and also continues above every token of the old primary: it was made
+#    from a base backup (its fencing.state names no timeline), so its first
+#    reservation is a fresh start above its clock plus the lead bound plus
+#    fencing.clock_tolerance.  (019 covers a recovery where only the new
+#    timeline calls for the fresh start.)
 
 use strict;
 use warnings;
@@ -22,10 +24,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes ();
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(state_file_limit libfaketime start_with_fake_clock);
+use FencingTest qw(state_file_limit start_behind_token);
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
@@ -154,27 +155,15 @@ $standby->stop;
 # with the old primary gone and is promoted.  Its clock runs behind the
 # moment the old primary issued its last token, by less than its
 # fencing.clock_tolerance (10 s here): what it replayed and its clock are
-# both below that token, so only the fresh start of the new timeline can
-# lift it above (T3 for an asynchronous standby).  Without libfaketime its
-# clock is the real one, already past that moment.  The clock starts 7 s
-# behind, so that a slow start and promotion (a sanitized build in CI took
-# more than the 2.5 s an earlier version of this test allowed) still leaves
-# it behind when the precondition is checked; the first token then waits
-# about the tolerance.
-my $faketime = libfaketime();
+# both below that token, so only the fresh start can lift it above (T3
+# for an asynchronous standby).  Without libfaketime its clock is the real
+# one, already past that moment.  The clock starts 7 s behind, so that a
+# slow start and promotion (a sanitized build in CI took more than the
+# 2.5 s an earlier version of this test allowed) still leaves it behind
+# when the precondition is checked; the first token then waits about the
+# tolerance.
 $missed->append_conf('postgresql.conf', "fencing.clock_tolerance = '10s'");
-if ($faketime)
-{
-	# seconds since 1970 of the old primary's last token (nanoseconds
-	# since 2000), then 7 s before it
-	my $last_epoch = $last / 1e9 + 946_684_800;
-	start_with_fake_clock($missed,
-		offset => sprintf('%+.3f', $last_epoch - 7 - Time::HiRes::time()));
-}
-else
-{
-	$missed->start;
-}
+my $faketime = start_behind_token($missed, $last, 7);
 cmp_ok($missed->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 	'<', $batch, 'the asynchronous standby never saw the last reservations (precondition)');
 $missed->promote;

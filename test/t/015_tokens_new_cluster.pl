@@ -25,7 +25,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(libfaketime start_with_fake_clock set_fake_offset clock_offset);
+use FencingTest qw(libfaketime start_with_fake_clock set_fake_offset clock_offset archive_current_wal);
 
 my $tmp = tempdir(CLEANUP => 1);
 
@@ -198,15 +198,10 @@ my $known_limit = $source->safe_psql('postgres',
 # Reservations after the restore point, the last one at the lead bound.
 $source->safe_psql('postgres',
 	'SELECT count(fencing.next_token()) FROM generate_series(1, 200000)');
-my $walfile = $source->safe_psql('postgres',
-	'SELECT pg_walfile_name(pg_current_wal_lsn())');
 my $source_last = issue_at_lead_bound($source);
 cmp_ok($source_last, '>', $known_limit,
 	'the source drew tokens from a block reserved after the restore point');
-$source->safe_psql('postgres', 'SELECT pg_switch_wal()');
-$source->poll_query_until('postgres',
-	"SELECT '$walfile' <= last_archived_wal FROM pg_stat_archiver")
-  or die 'WAL was not archived';
+archive_current_wal($source);
 $source->stop('immediate');
 
 my $recovered = PostgreSQL::Test::Cluster->new('pitr_recovered');
