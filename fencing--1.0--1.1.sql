@@ -68,7 +68,9 @@ $refuse_dependents$;
 
 -- Every lock has an entry in the tracking table now (a lock that finds none
 -- is refused), so fencing.locks loses its "untracked" column, and it gains
--- "mode" (exclusive, shared, or a semaphore's "permit n of m").  A view's
+-- "mode" (exclusive, shared, or a semaphore's "permit n of m") and
+-- "delayed_until" (the end of a lock-delay, fencing.lock_delay, whose rows
+-- show the locks of lost holders; src/lock_delay.c).  A view's
 -- column cannot be dropped: the view and the function behind it are made
 -- anew, with the view's grant.  The 1.0 ones are renamed, not dropped, until
 -- the privileges users gave or took on them are carried over (at the end).
@@ -83,17 +85,19 @@ CREATE FUNCTION fencing.lock_rows(
 	OUT pid integer,
 	OUT since timestamptz,
 	OUT granted boolean,
-	OUT mode text)
+	OUT mode text,
+	OUT delayed_until timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'fencing_lock_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE VIEW fencing.locks AS
-	SELECT database, name, key, mode, token, pid, since, granted
+	SELECT database, name, key, mode, token, pid, since, granted,
+		   delayed_until
 	FROM fencing.lock_rows();
 
 COMMENT ON VIEW fencing.locks IS
-'every fencing lock held or awaited in the cluster';
+'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends';
 
 COMMENT ON FUNCTION fencing.lock_rows() IS
 'the rows of the view fencing.locks; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
@@ -207,9 +211,10 @@ COMMENT ON FUNCTION fencing.lease(text, interval, interval) IS
 'try_lock plus a server-enforced lease: a session idle in the transaction longer than ttl is ended, and with max_hold its transaction ends max_hold after the call, busy or idle';
 
 ------------------------------------------------------------------------
--- Statistics: counters of the 1.1 lock kinds (src/stats.c).  The view's
--- columns change, so it is made anew with its grant (the 1.0 one and its
--- function are renamed until their privileges are carried over).
+-- Statistics: counters of the 1.1 lock kinds, of lease ceilings and of
+-- lock-delays (src/stats.c).  The view's columns change, so it is made anew
+-- with its grant (the 1.0 one and its function are renamed until their
+-- privileges are carried over).
 ------------------------------------------------------------------------
 
 ALTER VIEW fencing.stats RENAME TO stats_1_0;
@@ -229,7 +234,9 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT lock_groups_granted bigint,
 	OUT shared_locks_granted bigint,
 	OUT permits_granted bigint,
-	OUT leases_ceiling_ended bigint)
+	OUT leases_ceiling_ended bigint,
+	OUT delays_started bigint,
+	OUT delayed_refusals bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -238,6 +245,7 @@ CREATE VIEW fencing.stats AS
 	SELECT tokens_issued, reservations, reservation_time_ms,
 		   locks_granted, locks_busy, locks_timed_out,
 		   lock_groups_granted, shared_locks_granted, permits_granted,
+		   delays_started, delayed_refusals,
 		   leases_granted, leases_expired, leases_ceiling_ended,
 		   stale_writes_rejected,
 		   stats_reset

@@ -153,17 +153,19 @@ CREATE FUNCTION fencing.lock_rows(
 	OUT pid integer,
 	OUT since timestamptz,
 	OUT granted boolean,
-	OUT mode text)
+	OUT mode text,
+	OUT delayed_until timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'fencing_lock_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 CREATE VIEW fencing.locks AS
-	SELECT database, name, key, mode, token, pid, since, granted
+	SELECT database, name, key, mode, token, pid, since, granted,
+		   delayed_until
 	FROM fencing.lock_rows();
 
 COMMENT ON VIEW fencing.locks IS
-'every fencing lock held or awaited in the cluster';
+'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends';
 
 COMMENT ON FUNCTION fencing.lock_rows() IS
 'the rows of the view fencing.locks; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
@@ -186,7 +188,9 @@ CREATE FUNCTION fencing.stat_rows(
 	OUT lock_groups_granted bigint,
 	OUT shared_locks_granted bigint,
 	OUT permits_granted bigint,
-	OUT leases_ceiling_ended bigint)
+	OUT leases_ceiling_ended bigint,
+	OUT delays_started bigint,
+	OUT delayed_refusals bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'fencing_stat_rows'
 LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
@@ -195,6 +199,7 @@ CREATE VIEW fencing.stats AS
 	SELECT tokens_issued, reservations, reservation_time_ms,
 		   locks_granted, locks_busy, locks_timed_out,
 		   lock_groups_granted, shared_locks_granted, permits_granted,
+		   delays_started, delayed_refusals,
 		   leases_granted, leases_expired, leases_ceiling_ended,
 		   stale_writes_rejected,
 		   stats_reset

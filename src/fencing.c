@@ -49,6 +49,7 @@ _PG_init(void)
 	fencing_tokens_init();
 	fencing_token_wal_init();
 	fencing_lock_registry_init();
+	fencing_lock_delay_init();
 	fencing_locks_init();
 	fencing_lease_ceiling_init();
 	fencing_fence_init();

@@ -6,7 +6,8 @@
  * Each .c file under src/ owns one concern: fencing.c loads the module,
  * tokens.c serves fence tokens from shared memory, token_wal.c makes their
  * reservations durable, normalize.c canonicalises lock names, locks.c and
- * lock_registry.c take and show named locks, fence_trigger.c and
+ * lock_registry.c take and show named locks, lock_delay.c keeps the locks
+ * of lost holders ungrantable for a while, fence_trigger.c and
  * check_fence.c reject stale writes (fence_protect.c installs the trigger,
  * fence_ddl.c watches DDL on protected tables), statement_hooks.c knows
  * where in a statement the backend is, lease_ceiling.c ends a lease's
@@ -30,8 +31,10 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "nodes/plannodes.h"
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "utils/relcache.h"
+#include "utils/timestamp.h"
 
 /*
  * SQLSTATEs of our own, class FN ("fencing").  A stale holder must stop, not
@@ -112,6 +115,50 @@ extern uint32 fencing_lock_registry_releases(int64 key);
 extern void fencing_lock_registry_release(int slotno);
 extern void fencing_lock_registry_check_collision(int64 key, const char *name,
 												  int namelen);
+extern int	fencing_lock_registry_configured_capacity(void);
+
+/* lock_delay.c */
+
+/*
+ * A lock whose holder was lost, and until when nobody is granted it: a
+ * name's lock (permit 0) or one permit of a semaphore.  Also what the
+ * registry reports of a lock held when the postmaster lets go of shared
+ * memory (until is then not yet set).
+ */
+typedef struct FencingLockDelay
+{
+	Oid			dboid;
+	int			pid;			/* of the lost holder */
+	int64		key;
+	TimestampTz since;			/* when the delay started */
+	TimestampTz until;			/* when it ends */
+	uint16		permit;
+	uint16		permits;
+	uint8		mode;			/* a FencingLockMode */
+	uint8		namelen;
+	char		name[FENCING_NAME_MAX_BYTES];
+} FencingLockDelay;
+
+extern pg_atomic_uint32 *fencing_lock_delay_count;
+extern void fencing_lock_delay_init(void);
+extern void fencing_lock_delay_start(const FencingLockDelay *held);
+extern TimestampTz fencing_lock_delay_until(int64 key, int permit);
+extern void fencing_lock_delay_sleep(TimestampTz until, TimestampTz deadline);
+extern FencingLockDelay *fencing_lock_delay_snapshot(int *count);
+extern void fencing_lock_registry_describe(int slotno, FencingLockDelay *held);
+extern void fencing_lock_registry_held_locks(void (*fn) (const FencingLockDelay *held));
+
+/*
+ * When the delay in force on a lock ends, or 0 when none is: the check of
+ * every grant path.  With no delay anywhere, one atomic read.
+ */
+static inline TimestampTz
+fencing_lock_delay_refuses(int64 key, int permit)
+{
+	if (likely(pg_atomic_read_u32(fencing_lock_delay_count) == 0))
+		return 0;
+	return fencing_lock_delay_until(key, permit);
+}
 
 /* fence_trigger.c, fence_protect.c, check_fence.c */
 extern void fencing_fence_init(void);
@@ -191,6 +238,8 @@ typedef enum FencingStat
 	FENCING_STAT_SHARED_LOCKS_GRANTED,
 	FENCING_STAT_PERMITS_GRANTED,
 	FENCING_STAT_LEASES_CEILING_ENDED,
+	FENCING_STAT_DELAYS_STARTED,
+	FENCING_STAT_DELAYED_REFUSALS,
 	FENCING_STAT_COUNT
 } FencingStat;
 

@@ -564,6 +564,82 @@ fencing_lock_registry_capacity(void)
 }
 
 /*
+ * The configured number of slots, known before shared memory exists: the
+ * size of the table of lock delays (lock_delay.c).
+ */
+int
+fencing_lock_registry_configured_capacity(void)
+{
+	return max_tracked_locks;
+}
+
+/* The lock a slot stands for, as its delay would record it. */
+static void
+slot_describe(const LockSlotData *copy, FencingLockDelay *held)
+{
+	memset(held, 0, sizeof(*held));
+	held->dboid = copy->dboid;
+	held->pid = copy->pid;
+	held->key = copy->key;
+	held->permit = copy->permit;
+	held->permits = copy->permits;
+	held->mode = copy->mode;
+	held->namelen = Min(copy->namelen, FENCING_NAME_MAX_BYTES);
+	memcpy(held->name, copy->name, held->namelen);
+}
+
+/*
+ * The lock of one of this backend's own slots (which only it writes), for
+ * the lock-delay its exit starts.
+ */
+void
+fencing_lock_registry_describe(int slotno, FencingLockDelay *held)
+{
+	slot_describe(&slots[slotno].slot.data, held);
+}
+
+/*
+ * Report every granted lock to fn, for the postmaster as it lets go of
+ * shared memory (lock_delay.c): no backend runs, but one that crashed may
+ * have died in the middle of a write, so a slot that never reads
+ * consistently is taken as it is, every length is bounded, and no lock is
+ * taken.
+ */
+void
+fencing_lock_registry_held_locks(void (*fn) (const FencingLockDelay *held))
+{
+	int			i;
+
+	if (registry == NULL)
+		return;
+	for (i = 0; i < Min(registry->capacity, max_tracked_locks); i++)
+	{
+		LockSlot   *slot = &slots[i].slot;
+		LockSlotData copy;
+		FencingLockDelay held;
+		int			tries;
+
+		if (pg_atomic_read_u32(&owners[i]) == 0)
+			continue;
+		for (tries = 0; tries < 100; tries++)
+		{
+			uint32		before = pg_atomic_read_u32(&slot->changecount);
+
+			pg_read_barrier();
+			copy = slot->data;
+			pg_read_barrier();
+			if ((before & 1) == 0 &&
+				before == pg_atomic_read_u32(&slot->changecount))
+				break;
+		}
+		if (copy.state != LOCK_SLOT_GRANTED)
+			continue;
+		slot_describe(&copy, &held);
+		fn(&held);
+	}
+}
+
+/*
  * The number of slots in use, for fencing.status().  A snapshot: slots come
  * and go while it counts.
  */
@@ -620,83 +696,135 @@ slot_mode_text(const LockSlotData *copy)
 }
 
 /*
- * SQL: fencing.lock_rows(), the set behind the view fencing.locks: one row
- * per slot in use.  A database still at version 1.0 of the extension
- * declares an eighth column, "untracked" (boolean); it is NULL now that
- * every lock has a slot.  Since 1.1 the eighth column is "mode" (text).
+ * One row of fencing.lock_rows().  delayed_until is 0 for a slot's row;
+ * a delay's row is not granted, names the lost holder's pid and mode, and
+ * says since when and until when the lock is delayed.
  */
-#define LOCK_ROWS_MAX_COLUMNS	8
+#define LOCK_ROWS_MAX_COLUMNS	9
 
+typedef struct LockViewRows
+{
+	ReturnSetInfo *rsinfo;
+	bool		has_mode;
+	bool		has_delayed_until;
+	Oid			cached_dboid;
+	char	   *cached_dbname;
+} LockViewRows;
+
+static void
+lock_row_put(LockViewRows *state, const LockSlotData *copy,
+			 TimestampTz delayed_until)
+{
+	Datum		values[LOCK_ROWS_MAX_COLUMNS];
+	bool		nulls[LOCK_ROWS_MAX_COLUMNS];
+	bool		granted = (copy->state == LOCK_SLOT_GRANTED);
+
+	memset(values, 0, sizeof(values));
+	memset(nulls, true, sizeof(nulls));
+
+	if (copy->dboid != state->cached_dboid)
+	{
+		state->cached_dboid = copy->dboid;
+		state->cached_dbname = get_database_name(copy->dboid);
+	}
+	if (state->cached_dbname != NULL)
+	{
+		Name		dbname = (Name) palloc0(NAMEDATALEN);
+
+		namestrcpy(dbname, state->cached_dbname);
+		values[0] = NameGetDatum(dbname);
+		nulls[0] = false;
+	}
+
+	values[1] = PointerGetDatum(cstring_to_text_with_len(copy->name,
+														 copy->namelen));
+	nulls[1] = false;
+	values[2] = Int64GetDatum(copy->key);
+	nulls[2] = false;
+	if (granted)
+	{
+		values[3] = Int64GetDatum(copy->token);
+		nulls[3] = false;
+	}
+	values[4] = Int32GetDatum(copy->pid);
+	nulls[4] = false;
+	values[5] = TimestampTzGetDatum(copy->since);
+	nulls[5] = false;
+	values[6] = BoolGetDatum(granted);
+	nulls[6] = false;
+	/* values[7] is 1.1's "mode", or 1.0's "untracked", which stays NULL */
+	if (state->has_mode)
+	{
+		values[7] = PointerGetDatum(slot_mode_text(copy));
+		nulls[7] = false;
+	}
+	if (state->has_delayed_until && delayed_until != 0)
+	{
+		values[8] = TimestampTzGetDatum(delayed_until);
+		nulls[8] = false;
+	}
+
+	tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc,
+						 values, nulls);
+}
+
+/*
+ * SQL: fencing.lock_rows(), the set behind the view fencing.locks: one row
+ * per slot in use, then one per lock delay in force.  A database still at
+ * version 1.0 of the extension declares an eighth column, "untracked"
+ * (boolean); it is NULL now that every lock has a slot, and such a
+ * database sees no delays (it has no column to say until when).  Since 1.1
+ * the eighth column is "mode" (text) and the ninth "delayed_until".
+ */
 Datum
 fencing_lock_rows(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Oid			cached_dboid = InvalidOid;
-	char	   *cached_dbname = NULL;
+	LockViewRows state;
+	FencingLockDelay *delayed;
+	int			ndelayed;
 	int			i;
-
-	bool		has_mode;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (rsinfo->setDesc->natts > LOCK_ROWS_MAX_COLUMNS)
 		elog(ERROR, "fencing.lock_rows() is declared with %d columns, expected at most %d",
 			 rsinfo->setDesc->natts, LOCK_ROWS_MAX_COLUMNS);
-	has_mode = rsinfo->setDesc->natts > 7 &&
+	state.rsinfo = rsinfo;
+	state.has_mode = rsinfo->setDesc->natts > 7 &&
 		TupleDescAttr(rsinfo->setDesc, 7)->atttypid == TEXTOID;
+	state.has_delayed_until = rsinfo->setDesc->natts > 8;
+	state.cached_dboid = InvalidOid;
+	state.cached_dbname = NULL;
 
 	for (i = 0; i < registry->capacity; i++)
 	{
-		LockSlot   *slot = &slots[i].slot;
 		LockSlotData copy;
-		Datum		values[LOCK_ROWS_MAX_COLUMNS];
-		bool		nulls[LOCK_ROWS_MAX_COLUMNS];
-		bool		granted;
 
-		if (pg_atomic_read_u32(&owners[i]) == 0 || !slot_read(slot, &copy))
+		if (pg_atomic_read_u32(&owners[i]) == 0 ||
+			!slot_read(&slots[i].slot, &copy))
 			continue;
+		lock_row_put(&state, &copy, 0);
+	}
 
-		memset(values, 0, sizeof(values));
-		memset(nulls, true, sizeof(nulls));
-		granted = (copy.state == LOCK_SLOT_GRANTED);
+	if (!state.has_delayed_until)
+		return (Datum) 0;
+	delayed = fencing_lock_delay_snapshot(&ndelayed);
+	for (i = 0; i < ndelayed; i++)
+	{
+		LockSlotData copy;
 
-		if (copy.dboid != cached_dboid)
-		{
-			cached_dboid = copy.dboid;
-			cached_dbname = get_database_name(copy.dboid);
-		}
-		if (cached_dbname != NULL)
-		{
-			Name		dbname = (Name) palloc0(NAMEDATALEN);
-
-			namestrcpy(dbname, cached_dbname);
-			values[0] = NameGetDatum(dbname);
-			nulls[0] = false;
-		}
-
-		values[1] = PointerGetDatum(cstring_to_text_with_len(copy.name,
-															 copy.namelen));
-		nulls[1] = false;
-		values[2] = Int64GetDatum(copy.key);
-		nulls[2] = false;
-		if (granted)
-		{
-			values[3] = Int64GetDatum(copy.token);
-			nulls[3] = false;
-		}
-		values[4] = Int32GetDatum(copy.pid);
-		nulls[4] = false;
-		values[5] = TimestampTzGetDatum(copy.since);
-		nulls[5] = false;
-		values[6] = BoolGetDatum(granted);
-		nulls[6] = false;
-		/* values[7] is 1.1's "mode", or 1.0's "untracked", which stays NULL */
-		if (has_mode)
-		{
-			values[7] = PointerGetDatum(slot_mode_text(&copy));
-			nulls[7] = false;
-		}
-
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		memset(&copy, 0, sizeof(copy));
+		copy.state = LOCK_SLOT_FREE;
+		copy.namelen = delayed[i].namelen;
+		copy.mode = delayed[i].mode;
+		copy.permit = delayed[i].permit;
+		copy.permits = delayed[i].permits;
+		copy.dboid = delayed[i].dboid;
+		copy.pid = delayed[i].pid;
+		copy.key = delayed[i].key;
+		copy.since = delayed[i].since;
+		memcpy(copy.name, delayed[i].name, copy.namelen);
+		lock_row_put(&state, &copy, delayed[i].until);
 	}
 
 	return (Datum) 0;

@@ -162,6 +162,7 @@ static void locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 								   bool isTopLevel, void *arg);
 static void locks_shmem_exit(int code, Datum arg);
+static void locks_before_exit(int code, Datum arg);
 static void locks_emit_log(ErrorData *edata);
 
 /*
@@ -234,6 +235,7 @@ held_reserve(void)
 	if (!exit_callback_registered)
 	{
 		on_shmem_exit(locks_shmem_exit, (Datum) 0);
+		before_shmem_exit(locks_before_exit, (Datum) 0);
 		exit_callback_registered = true;
 	}
 
@@ -470,6 +472,33 @@ locks_shmem_exit(int code, Datum arg)
 }
 
 /*
+ * Backend exit with the transaction still open (a lease that expired,
+ * pg_terminate_backend, any FATAL, the client gone): the session ended
+ * abnormally, so every lock it was granted gets its lock-delay
+ * (lock_delay.c).  Runs before ShutdownPostgres aborts the transaction,
+ * so the locks are still held and nobody has been granted them.  Locks of
+ * a group still being taken have no token yet and guarded nothing.
+ */
+static void
+locks_before_exit(int code, Datum arg)
+{
+	int			i;
+
+#ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
+	return;
+#endif
+	for (i = 0; i < held_count; i++)
+	{
+		FencingLockDelay delay;
+
+		if (held[i].token == 0)
+			continue;
+		fencing_lock_registry_describe(held[i].slot, &delay);
+		fencing_lock_delay_start(&delay);
+	}
+}
+
+/*
  * Canonicalise the name and build the advisory lock tag exactly as
  * pg_try_advisory_xact_lock(bigint) and pg_try_advisory_xact_lock_shared
  * (bigint) do for the same key; they differ only in the lock mode.
@@ -543,11 +572,37 @@ held_again(const LockRequest *req)
 }
 
 /*
+ * Core has just granted the lock: give it back when a lock-delay is in
+ * force on it (its last holder was lost, lock_delay.c), and count the
+ * refusal.  Returns when the delay ends, or 0 when the grant stands; with
+ * no delay anywhere that costs one atomic read.  Checked after the grant,
+ * not before, so that a holder lost while we were taking the lock (whose
+ * delay starts before core releases its lock) is always seen.
+ */
+static inline TimestampTz
+give_back_if_delayed(const LOCKTAG *tag, LOCKMODE lockmode, int64 key,
+					 int permit)
+{
+	TimestampTz until = fencing_lock_delay_refuses(key, permit);
+
+#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
+	return 0;
+#endif
+	if (unlikely(until != 0))
+	{
+		LockRelease(tag, lockmode, false);
+		fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
+	}
+	return until;
+}
+
+/*
  * Publish the name, then try the core lock once without waiting.  True
  * when granted (or when the transaction already held the key through the
  * raw advisory functions); the slot stays pending until grant().  When
  * busy, checks for a collision (raising FN002) and returns false with the
- * slot still pending.
+ * slot still pending; likewise, without the check, when a lock-delay is in
+ * force on the name.
  *
  * The check after a busy LockAcquire scans the registry; the holder may
  * commit and free its slot between the two.  The release counter read
@@ -582,7 +637,8 @@ attempt(const LockRequest *req)
 #else
 		if (LockAcquire(&req->tag, req->lockmode, false, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
-			return true;
+			return give_back_if_delayed(&req->tag, req->lockmode,
+										req->key, 0) == 0;
 #endif
 
 #ifndef FENCING_MUTANT_COLLISION_UNREPORTED
@@ -754,6 +810,47 @@ wait_with_timeout(const LockRequest *req, int timeout_ms)
 }
 
 /*
+ * attempt() found the lock busy or delayed: wait until it is granted, or
+ * until deadline when has_timeout.  A busy lock is waited for in core's
+ * queue; a lock under a lock-delay on the latch until the delay ends (no
+ * polling; lock_timeout does not apply to that part, the timeout argument
+ * and statement_timeout do); a grant that comes while a delay is in force
+ * (the holder we waited for was lost) is given back and waited for
+ * likewise.  Returns whether the lock was granted; either way the pending
+ * slot stays the caller's.
+ */
+static bool
+wait_for_grant(const LockRequest *req, bool has_timeout, TimestampTz deadline)
+{
+	fencing_lock_registry_wait(pending_slot);
+	for (;;)
+	{
+		long		remaining_ms = 0;
+		TimestampTz until;
+
+		if (has_timeout)
+		{
+			remaining_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   deadline);
+			if (remaining_ms <= 0)
+				return false;
+		}
+		until = fencing_lock_delay_refuses(req->key, 0);
+		if (until != 0)
+		{
+			fencing_lock_delay_sleep(until, has_timeout ? deadline : 0);
+			continue;
+		}
+		if (!has_timeout)
+			(void) LockAcquire(&req->tag, req->lockmode, false, false);
+		else if (!wait_with_timeout(req, (int) remaining_ms))
+			return false;
+		if (give_back_if_delayed(&req->tag, req->lockmode, req->key, 0) == 0)
+			return true;
+	}
+}
+
+/*
  * An interval as microseconds, as a double so that months and days cannot
  * overflow; a month counts as 30 days, as in interval comparison.
  */
@@ -855,10 +952,10 @@ lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode, const char *function)
 				PG_RETURN_NULL();
 			}
 
-			fencing_lock_registry_wait(pending_slot);
-			if (!has_timeout)
-				(void) LockAcquire(&req.tag, req.lockmode, false, false);
-			else if (!wait_with_timeout(&req, timeout_ms))
+			if (!wait_for_grant(&req, has_timeout,
+								has_timeout ?
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															timeout_ms) : 0))
 			{
 				/* the internal rollback has released a grant that raced */
 				release_pending();
@@ -1249,27 +1346,7 @@ take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
 
 		if (!attempt(req))
 		{
-			bool		granted = false;
-
-			if (wait && !has_timeout)
-			{
-				fencing_lock_registry_wait(pending_slot);
-				(void) LockAcquire(&req->tag, req->lockmode, false, false);
-				granted = true;
-			}
-			else if (wait)
-			{
-				long		remaining_ms =
-					TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-													deadline);
-
-				if (remaining_ms > 0)
-				{
-					fencing_lock_registry_wait(pending_slot);
-					granted = wait_with_timeout(req, (int) remaining_ms);
-				}
-			}
-			if (!granted)
+			if (!wait || !wait_for_grant(req, has_timeout, deadline))
 			{
 				release_pending();
 				release_newest(taken);
@@ -1421,20 +1498,31 @@ permits_arg(FunctionCallInfo fcinfo)
 /*
  * Try permits 1..permits once each, without waiting, with the pending
  * slot claimed.  True when one was granted (the pending slot then names
- * it); when all are busy, checks for a key collision (FN002) and returns
- * false, the slot still pending.
+ * it); when all are busy or delayed, checks for a key collision (FN002)
+ * and returns false, the slot still pending, with *delay_end set to when
+ * the first lock-delay on an otherwise free permit ends (0: none).
  */
 static bool
-attempt_permits(LockRequest *req, int permits)
+attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 {
 	int			i;
 
+	*delay_end = 0;
 	for (i = 1; i <= permits; i++)
 	{
 		set_permit_tag(&req->tag, req->key, i);
 		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
 		{
+			TimestampTz until = give_back_if_delayed(&req->tag, ExclusiveLock,
+													 req->key, i);
+
+			if (until != 0)
+			{
+				if (*delay_end == 0 || until < *delay_end)
+					*delay_end = until;
+				continue;
+			}
 			req->permit = (uint16) i;
 			pending_permit_key = req->key;
 			pending_permit_key_set = true;
@@ -1458,6 +1546,7 @@ take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
 	HeldLock   *h = held_find(req->key, true);
 	bool		granted;
 	bool		waited = false;
+	TimestampTz delay_end;
 
 	if (h != NULL)
 	{
@@ -1472,7 +1561,7 @@ take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
 											   permits);
 	pending_subid = GetCurrentSubTransactionId();
 
-	granted = attempt_permits(req, permits);
+	granted = attempt_permits(req, permits, &delay_end);
 	if (!granted && wait && !(has_timeout && timeout_ms == 0))
 	{
 		ConditionVariable *cv = fencing_lock_registry_permit_cv(req->key);
@@ -1486,7 +1575,7 @@ take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
 
 		/* prepared before each try, so a release after it wakes the sleep */
 		ConditionVariablePrepareToSleep(cv);
-		while (!(granted = attempt_permits(req, permits)))
+		while (!(granted = attempt_permits(req, permits, &delay_end)))
 		{
 			long		sleep_ms = -1;
 
@@ -1496,6 +1585,17 @@ take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
 														   deadline);
 				if (sleep_ms <= 0)
 					break;
+			}
+			/* no release wakes us when a permit's lock-delay ends */
+			if (delay_end != 0)
+			{
+				long		delay_ms =
+					TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													delay_end);
+
+				delay_ms = Max(delay_ms, 1);
+				if (sleep_ms < 0 || delay_ms < sleep_ms)
+					sleep_ms = delay_ms;
 			}
 			(void) ConditionVariableTimedSleep(cv, sleep_ms, PG_WAIT_EXTENSION);
 		}

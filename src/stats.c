@@ -153,7 +153,7 @@ stat_total(FencingStat which, const uint64 *baseline)
  * columns of later versions come after those of 1.0, so a database not yet
  * updated (which declares fewer) still reads its own.
  */
-#define STAT_ROWS_COLUMNS	14
+#define STAT_ROWS_COLUMNS	16
 
 Datum
 fencing_stat_rows(PG_FUNCTION_ARGS)
@@ -187,6 +187,8 @@ fencing_stat_rows(PG_FUNCTION_ARGS)
 	values[11] = Int64GetDatum((int64) stat_total(FENCING_STAT_SHARED_LOCKS_GRANTED, baseline));
 	values[12] = Int64GetDatum((int64) stat_total(FENCING_STAT_PERMITS_GRANTED, baseline));
 	values[13] = Int64GetDatum((int64) stat_total(FENCING_STAT_LEASES_CEILING_ENDED, baseline));
+	values[14] = Int64GetDatum((int64) stat_total(FENCING_STAT_DELAYS_STARTED, baseline));
+	values[15] = Int64GetDatum((int64) stat_total(FENCING_STAT_DELAYED_REFUSALS, baseline));
 
 	if (tupdesc->natts > STAT_ROWS_COLUMNS)
 		elog(ERROR, "fencing.stat_rows() is declared with %d columns, expected at most %d",
