@@ -277,10 +277,11 @@ lock_delay_shmem_startup(void)
 		int			restored = 0;
 		int			i;
 
-#ifndef FENCING_MUTANT_LOCK_DELAY_FILE_IGNORED
+#ifdef FENCING_MUTANT_LOCK_DELAY_FILE_IGNORED
+		carried_valid = true;
+#endif
 		if (!carried_valid)
 			lock_delay_file_read();
-#endif
 		for (i = 0; i < carried_count; i++)
 		{
 			if (carried[i].until <= now)
@@ -359,7 +360,9 @@ lock_delay_postmaster_exit(int code, Datum arg)
 		if (delay.until > now)
 			carry(&delay);
 	}
-#ifndef FENCING_MUTANT_LOCK_DELAY_CRASH_FORGOTTEN
+#ifdef FENCING_MUTANT_LOCK_DELAY_CRASH_FORGOTTEN
+	(void) carry_held;
+#else
 	fencing_lock_registry_held_locks(carry_held);
 #endif
 	carried_valid = true;
