@@ -72,7 +72,7 @@ for my $i (0 .. $clients - 1)
 	  IPC::Run::start(
 		[
 			'psql', '-X', '-A', '-t', '-q', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr($db), '-f', $script
+			'-d', $node->connstr($db) . ' application_name=draw', '-f', $script
 		],
 		'<', \undef, '>', $outputs[$i], '2>', $errors[$i]);
 }
@@ -87,15 +87,27 @@ my $lsn_before = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn(
 $gate{$_}->query_safe("SELECT pg_advisory_unlock($barrier_key)") for keys %gate;
 
 # While the clients draw, keep moving the counter to just below the end of
-# the current block, so that they cross many reservation boundaries
-# together (a block holds 1,000,000 tokens; 20,000 alone would not reach
-# the end of one).
+# the current block, so that they cross reservation boundaries together (a
+# block holds 1,000,000 tokens; 20,000 alone would not reach the end of
+# one).  The pusher goes on until the last client has disconnected, however
+# long they take.
 my $pusher = $node->background_psql('postgres');
-for (1 .. 30)
+my $draw_sessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'draw'";
+for (my $i = 0;; $i++)
 {
 	$pusher->query_safe(
 		'SELECT fencing.advance_token((SELECT reserved_limit FROM fencing.status()) - 200)');
+	last if $i >= 10 && $pusher->query_safe($draw_sessions) == 0;
+	die 'the clients did not finish in 10 minutes' if $i > 12_000;
 	usleep(50_000);
+}
+my $lsn_clients_done = $node->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()');
+# Then three boundaries crossed for certain, one after another.
+for (1 .. 3)
+{
+	$pusher->query_safe(
+		'SELECT fencing.advance_token((SELECT reserved_limit FROM fencing.status()) - 1)');
+	$pusher->query_safe('SELECT count(fencing.next_token()) FROM generate_series(1, 3)');
 }
 $pusher->quit;
 
@@ -196,11 +208,16 @@ my $lsn_after = $node->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()'
 my ($waldump, $waldump_err) = run_command(
 	[ 'pg_waldump', '-p', $node->data_dir . '/pg_wal', '-s', $lsn_before, '-e', $lsn_after ]);
 my $records = () = $waldump =~ /^rmgr: custom199 /mg;
-# How many boundaries the run crosses depends on how long it takes (a
-# reservation covers a stretch of clock as well as a count of tokens), so
-# ask for more than one, which is what makes the count below meaningful;
-# a fast machine crossed 4 where this once asked for 5.
-cmp_ok($records, '>=', 2, "the clients crossed more than one reservation boundary ($records records)");
+my ($waldump_clients) = run_command(
+	[ 'pg_waldump', '-p', $node->data_dir . '/pg_wal', '-s', $lsn_before, '-e', $lsn_clients_done ]);
+my $records_clients = () = $waldump_clients =~ /^rmgr: custom199 /mg;
+# How many boundaries the clients cross depends on how long they take (a
+# reservation covers a stretch of clock as well as a count of tokens): at
+# least one, while they all draw; the three crossed afterwards are certain.
+cmp_ok($records_clients, '>=', 1,
+	"the clients crossed a reservation boundary while drawing together ($records_clients records)");
+cmp_ok($records, '>=', $records_clients + 3,
+	"and the three crossings after them wrote a record each ($records records in all)");
 is($reservations, $records,
 	'fencing.stats.reservations counts one per reservation record in WAL');
 
@@ -210,8 +227,8 @@ my $next = $node->safe_psql('other', 'SELECT fencing.next_token()');
 cmp_ok($next, '>', $max, 'the next token is above every token handed out');
 is( $node->safe_psql(
 		'postgres', "SELECT tokens_issued - $start_issued FROM fencing.stats"),
-	$clients * $per_client + 1,
-	'fencing.stats counted every token');
+	$clients * $per_client + 3 * 3 + 1,
+	'fencing.stats counted every token (the clients\', the nine that crossed boundaries, and one)');
 
 $node->stop;
 done_testing();
