@@ -28,11 +28,15 @@ ALTER ROLE CURRENT_USER SET fencing.lock_delay = '1s';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 
 -- ALTER SYSTEM is for a superuser (or a role granted ALTER SYSTEM on it),
--- and the value is bounded.
+-- and the value is bounded.  (The range in the message is written
+-- "0 .. 3600000" by PostgreSQL 15 and "0 ms .. 3600000 ms" from 17 on, so
+-- only the SQLSTATE is shown here.)
+\set VERBOSITY sqlstate
 ALTER SYSTEM SET fencing.lock_delay = '2h';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 ALTER SYSTEM SET fencing.lock_delay = '-1s';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
 ALTER SYSTEM SET fencing.lock_delay = 'soon';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 CREATE ROLE regress_lock_delay_holder;
