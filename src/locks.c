@@ -163,6 +163,7 @@ static void locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 								   bool isTopLevel, void *arg);
 static void locks_shmem_exit(int code, Datum arg);
 static void locks_before_exit(int code, Datum arg);
+static void start_exit_delays(void);
 static void locks_emit_log(ErrorData *edata);
 
 /*
@@ -409,9 +410,21 @@ static void
 locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 					   bool isTopLevel, void *arg)
 {
-	if (phase != RESOURCE_RELEASE_AFTER_LOCKS)
-		return;
 	if (held_count == 0 && pending_slot < 0)
+		return;
+	if (phase == RESOURCE_RELEASE_BEFORE_LOCKS)
+	{
+		/*
+		 * An abort during backend exit, before locks_before_exit ran: a
+		 * before_shmem_exit callback registered after ours (core's removal
+		 * of temporary relations, for one) aborts the open transaction
+		 * first.  Core still holds the locks here.
+		 */
+		if (!isCommit && proc_exit_inprogress)
+			start_exit_delays();
+		return;
+	}
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS)
 		return;
 
 	if (isTopLevel)
@@ -482,11 +495,26 @@ locks_shmem_exit(int code, Datum arg)
 static void
 locks_before_exit(int code, Datum arg)
 {
+	start_exit_delays();
+}
+
+/*
+ * The work of locks_before_exit, done once per exit: from that callback,
+ * or from the first abort during exit when another before_shmem_exit
+ * callback aborted the transaction before it (locks_resource_release).
+ */
+static void
+start_exit_delays(void)
+{
+	static bool started = false;
 	int			i;
 
 #ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
 	return;
 #endif
+	if (started)
+		return;
+	started = true;
 	for (i = 0; i < held_count; i++)
 	{
 		FencingLockDelay delay;
