@@ -42,8 +42,10 @@
  * which is the case unless a holder was lost within the last
  * fencing.lock_delay, that is one atomic read of the number of entries.
  *
- * When the table is full a new delay replaces the one that ends soonest,
- * with a WARNING: a delay that ends early is better than none.
+ * When the table is full, the delays that end soonest are folded into one
+ * delay of every lock (nothing is granted until it ends), never dropped,
+ * with a WARNING: a lock refused for a while is better than a lost
+ * holder's lock granted early.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -179,16 +181,87 @@ lock_delay_shmem_request(void)
 }
 
 /*
+ * The delay that stands for every fencing lock of every database: what a
+ * full table folds the delays it cannot keep into.  It is an entry like the
+ * others (so the count the grant paths read covers it), with no database,
+ * key 0 and this permit number.
+ */
+#define LOCK_DELAY_EVERY_PERMIT		0xFFFF
+#define LOCK_DELAY_EVERY_NAME		"(every fencing lock: the table of lock delays was full)"
+
+static inline bool
+delay_is_every(const FencingLockDelay *e)
+{
+	return e->dboid == InvalidOid && e->permit == LOCK_DELAY_EVERY_PERMIT;
+}
+
+/*
+ * Make one entry free in a full table without ending any delay early: the
+ * delay that ends soonest is folded into the delay of every lock (made in
+ * its slot when there is none yet, which frees nothing by itself, so a
+ * second one follows).  Losing a delay would hand a lost holder's name to
+ * a new holder early, and anyone who may take a lock could fill the table
+ * on purpose to do that; refusing every lock for a while is the safe side.
+ * Returns false when only the delay of every lock is left.
+ */
+static bool
+delay_make_room(void)
+{
+	uint32		count = pg_atomic_read_u32(&delays->count);
+	int			every = -1;
+	int			soonest = -1;
+	uint32		i;
+	FencingLockDelay *s;
+
+	for (i = 0; i < count; i++)
+	{
+		FencingLockDelay *e = &delays->entries[i];
+
+		if (delay_is_every(e))
+			every = i;
+		else if (soonest < 0 || e->until < delays->entries[soonest].until)
+			soonest = i;
+	}
+	if (soonest < 0)
+		return false;
+	s = &delays->entries[soonest];
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the table of fencing lock delays is full: no fencing lock is granted until the delay of \"%.*s\" ends",
+					(int) s->namelen, s->name),
+			 errdetail("All %d entries are in use; a delay that does not fit is kept as a delay of every lock, so that no lost holder's lock is granted early.",
+					   delays->capacity),
+			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart).")));
+	if (every < 0)
+	{
+		s->dboid = InvalidOid;
+		s->key = 0;
+		s->pid = 0;
+		s->permit = LOCK_DELAY_EVERY_PERMIT;
+		s->permits = 0;
+		s->mode = FENCING_LOCK_EXCLUSIVE;
+		s->namelen = strlen(LOCK_DELAY_EVERY_NAME);
+		memcpy(s->name, LOCK_DELAY_EVERY_NAME, s->namelen);
+		return delay_make_room();
+	}
+	if (s->until > delays->entries[every].until)
+		delays->entries[every].until = s->until;
+	*s = delays->entries[count - 1];
+	pg_atomic_write_u32(&delays->count, count - 1);
+	return true;
+}
+
+/*
  * Add a delay, or lengthen the one the lock already has.  The caller holds
  * the lock exclusively (or is the postmaster filling a new table).  A full
- * table gives up the entry that ends soonest.
+ * table folds its soonest delays into a delay of every lock
+ * (delay_make_room): never does a delay end early.
  */
 static void
 delay_put(const FencingLockDelay *delay)
 {
 	uint32		count = pg_atomic_read_u32(&delays->count);
 	uint32		i;
-	uint32		soonest = 0;
 
 	for (i = 0; i < count; i++)
 	{
@@ -201,25 +274,18 @@ delay_put(const FencingLockDelay *delay)
 				*e = *delay;
 			return;
 		}
-		if (e->until < delays->entries[soonest].until)
-			soonest = i;
 	}
-	if (count < (uint32) delays->capacity)
+	if (count >= (uint32) delays->capacity && !delay_make_room())
 	{
-		delays->entries[count] = *delay;
-		pg_write_barrier();
-		pg_atomic_write_u32(&delays->count, count + 1);
+		/* only the delay of every lock is left: lengthen it */
+		if (delay->until > delays->entries[0].until)
+			delays->entries[0].until = delay->until;
 		return;
 	}
-	ereport(WARNING,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("fencing lock delay of \"%.*s\" ends early: the table of lock delays is full",
-					(int) delays->entries[soonest].namelen,
-					delays->entries[soonest].name),
-			 errdetail("All %d entries are in use; the delay that ends soonest makes room for the delay of \"%.*s\".",
-					   delays->capacity, (int) delay->namelen, delay->name),
-			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart).")));
-	delays->entries[soonest] = *delay;
+	count = pg_atomic_read_u32(&delays->count);
+	delays->entries[count] = *delay;
+	pg_write_barrier();
+	pg_atomic_write_u32(&delays->count, count + 1);
 }
 
 /*
@@ -541,9 +607,9 @@ fencing_lock_delay_until(int64 key, int permit)
 
 		if (e->until <= now)
 			ended = true;
-		else if (e->key == key && e->permit == permit &&
-				 e->dboid == MyDatabaseId)
-			until = e->until;
+		else if ((e->key == key && e->permit == permit &&
+				  e->dboid == MyDatabaseId) || delay_is_every(e))
+			until = Max(until, e->until);
 	}
 	LWLockRelease(delays->lock);
 

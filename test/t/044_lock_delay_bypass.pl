@@ -11,8 +11,9 @@
 #   at them, so a terminated holder left no delay.
 # - The table of delays is as large as fencing.max_tracked_locks: any role
 #   that may call try_lock can fill it with delays of its own names (take a
-#   lock, then end its own session) and so evict another holder's delay
-#   early.  Documented as a limit; kept here as a TODO.
+#   lock, then end its own session).  That used to evict another holder's
+#   delay early; a full table now folds its soonest delays into a delay of
+#   every lock, so the victim's name stays refused (so does every other).
 
 use strict;
 use warnings;
@@ -93,24 +94,31 @@ is(sql("SELECT fencing.try_lock('job temp') IS NULL"),
 # --- an unprivileged role fills the table of delays -----------------------
 lose_holder('victim');
 is(delayed('victim'), 1, 'the victim holder is delayed');
+my $victim_until = sql(
+	"SELECT delayed_until FROM fencing.locks WHERE name = 'victim' AND delayed_until IS NOT NULL");
+for my $i (1 .. 16)
 {
-	local $TODO =
-	  'the table of delays (fencing.max_tracked_locks entries) evicts the '
-	  . 'delay that ends soonest: a role that may call try_lock ends another '
-	  . "holder's delay early by losing 16 holders of its own";
-	for my $i (1 .. 16)
-	{
-		# the junk holder ends its own session with its transaction open
-		$node->psql('postgres',
-			"BEGIN; SELECT fencing.try_lock('junk $i');
-			 SELECT pg_terminate_backend(pg_backend_pid());",
-			extra_params => [ '-U', 'mallory' ]);
-	}
-	is(delayed('victim'), 1,
-		"the victim's delay survives other roles' lost holders");
-	is(sql("SELECT fencing.try_lock('victim') IS NULL"),
-		't', "the victim's name is still refused");
+	# the junk holder ends its own session with its transaction open
+	$node->psql('postgres',
+		"BEGIN; SELECT fencing.try_lock('junk $i');
+		 SELECT pg_terminate_backend(pg_backend_pid());",
+		extra_params => [ '-U', 'mallory' ]);
 }
+is(sql("SELECT fencing.try_lock('victim') IS NULL"),
+	't', "the victim's name is still refused after other roles' lost holders filled the table");
+is( sql("SELECT count(*) FROM fencing.locks
+		 WHERE delayed_until >= '$victim_until'
+		   AND (name = 'victim'
+				OR (database IS NULL AND name LIKE '(every fencing lock%'))"),
+	1, "the view shows the victim's delay, or a delay of every lock ending no earlier");
+is( sql("SELECT count(*) FROM fencing.locks
+		 WHERE database IS NULL AND name LIKE '(every fencing lock%'"),
+	1, 'the delays that did not fit are one delay of every lock');
+is(sql("SELECT fencing.try_lock('unrelated') IS NULL"),
+	't', 'while it lasts, no fencing lock is granted (the safe side of a full table)');
+like(slurp_file($node->logfile),
+	qr/WARNING:  the table of fencing lock delays is full: no fencing lock is granted until the delay of "[^"]+" ends/,
+	'a WARNING names the delay that was folded, with the way out');
 
 $node->stop;
 done_testing();
