@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 044_lease_ceiling_shapes.pl -- fencing.lease(name, ttl, max_hold) against
+# 039_lease_ceiling_shapes.pl -- fencing.lease(name, ttl, max_hold) against
 # the statement and transaction shapes a careless or hostile holder could
 # use to keep its lock past max_hold.
 #
