@@ -290,6 +290,21 @@ ceiling_rearm(void)
 }
 
 /*
+ * An ERROR that reaches the top level stops every timer of the backend
+ * (PostgresMain's recovery calls disable_all_timeouts() before it aborts);
+ * when it ends only a subtransaction (a savepoint, psql's ON_ERROR_ROLLBACK),
+ * or is one more refusal in a subtransaction already aborted, the outer
+ * transaction keeps its locks, so the ceiling in force must be armed again.
+ * A deadline already passed fires at once.
+ */
+static void
+ceiling_rearm_after_error(void)
+{
+	if (ceiling_count > 0 && timer_touched && !proc_exit_inprogress)
+		(void) timer_no_later_than(ceilings[ceiling_count - 1].deadline);
+}
+
+/*
  * A lease on the canonical name was granted with a ceiling of max_hold_ms:
  * the holder's transaction ends max_hold_ms from now, or earlier if an
  * earlier limit is in force already.
@@ -408,6 +423,8 @@ ceiling_xact_callback(XactEvent event, void *arg)
  * A ceiling belongs to the (sub)transaction that asked for it: on commit
  * of a subtransaction its ceilings pass to the parent, on rollback they go
  * and the timer moves back to the earliest one left (or to where it was).
+ * A rollback that takes none of them may come from an ERROR, which has
+ * stopped the timer: it is armed again.
  */
 static void
 ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -431,6 +448,8 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			ceiling_count--;
 		if (ceiling_count != before)
 			ceiling_rearm();
+		else
+			ceiling_rearm_after_error();
 	}
 }
 
@@ -439,7 +458,10 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * causes (25P04 on 17+, 57P01 before) and the deadline in force has passed,
  * the ceiling ended the session.  Count it here, where the report is seen;
  * the LOG line waits for the exit callback (no report from inside a
- * report).
+ * report).  An ERROR seen here is one the top level is recovering from,
+ * after stopping every timer: the ceiling is armed again (this is the only
+ * hook that sees a statement refused in an aborted subtransaction; the
+ * report reaches it unless log_min_messages is above ERROR).
  */
 static void
 ceiling_emit_log(ErrorData *edata)
@@ -453,6 +475,8 @@ ceiling_emit_log(ErrorData *edata)
 		ended_ceiling = ceilings[ceiling_count - 1];
 		fencing_stat_add(FENCING_STAT_LEASES_CEILING_ENDED, 1);
 	}
+	if (edata->elevel == ERROR)
+		ceiling_rearm_after_error();
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }
