@@ -107,7 +107,9 @@ write_wrapper()
 	cat >"$PRIVATE_BINDIR/postgres" <<EOF
 #!/bin/sh
 # fencing test/asan.sh: run the server with the sanitizer runtime preloaded
-LD_PRELOAD='$preload'
+# (first, as ASan requires), keeping what the test preloads itself
+# (libfaketime for a server whose clock is set back)
+LD_PRELOAD='$preload'\${LD_PRELOAD:+:\$LD_PRELOAD}
 ASAN_OPTIONS='detect_leaks=0:abort_on_error=1:disable_coredump=1:log_path=$REPORTS/asan'
 UBSAN_OPTIONS='print_stacktrace=1:halt_on_error=1:log_path=$REPORTS/ubsan'
 export LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS
