@@ -588,7 +588,8 @@ fencing_lock_delay_start(const FencingLockDelay *held)
  * When the delay of a lock of this database ends, or 0 when none is in
  * force: a name's lock (permit 0) or permit n of a semaphore.  Takes the
  * lock shared; ended delays it meets are dropped afterwards.  Called only
- * when the table is not empty (fencing_lock_delay_refuses).
+ * when the table is not empty (fencing_lock_delay_refuses).  A lookup, not
+ * a refusal: the grant path that gives a lock back counts it.
  */
 TimestampTz
 fencing_lock_delay_until(int64 key, int permit)
@@ -619,8 +620,6 @@ fencing_lock_delay_until(int64 key, int permit)
 		delay_purge(now);
 		LWLockRelease(delays->lock);
 	}
-	if (until != 0)
-		fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
 	return until;
 }
 

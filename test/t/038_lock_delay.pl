@@ -136,6 +136,13 @@ wait_gone($pid);
 	my (undef, undef, $vpid) = delayed_row('job terminated');
 	is($vpid, $pid, 'terminated: the view names the lost holder');
 }
+{
+	my $before = sql('SELECT delayed_refusals FROM fencing.stats');
+	is(sql("SELECT fencing.try_lock('job terminated') IS NULL"),
+		't', 'terminated: refused once more');
+	is(sql('SELECT delayed_refusals FROM fencing.stats') - $before,
+		1, 'fencing.stats counts that refused grant once');
+}
 check_delayed('terminated', 'job terminated', $t0, 4);
 eval { $h->quit };
 is(sql('SELECT delays_started >= 1, delayed_refusals >= 2 FROM fencing.stats'),
