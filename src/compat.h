@@ -117,16 +117,17 @@
 
 /*
  * The hard ceiling of a lease (lease_ceiling.c): from PostgreSQL 17 on,
- * core's transaction_timeout ends the holder's transaction (FATAL 25P04);
- * before, the extension's own timeout ends the session as
- * pg_terminate_backend() does (FATAL 57P01).  The SQLSTATE is that of the
- * report the ending causes.
+ * core's transaction_timeout ends the holder's transaction (FATAL 25P04),
+ * and the extension's own timer, which ends the session as
+ * pg_terminate_backend() does (FATAL 57P01), is a backstop a second later
+ * for a backend core's timeout cannot reach; before 17 that timer is the
+ * ceiling itself, at the deadline.
  */
 #if PG_VERSION_NUM >= 170000
 #define FENCING_CEILING_TRANSACTION_TIMEOUT 1
-#define FENCING_CEILING_SQLSTATE	ERRCODE_TRANSACTION_TIMEOUT
+#define FENCING_CEILING_GRACE_MS	1000
 #else
-#define FENCING_CEILING_SQLSTATE	ERRCODE_ADMIN_SHUTDOWN
+#define FENCING_CEILING_GRACE_MS	0
 #endif
 
 #endif							/* FENCING_COMPAT_H */

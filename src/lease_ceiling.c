@@ -31,11 +31,17 @@
  *	  later within a transaction; a SET of transaction_timeout to 0 stops
  *	  it, and the statement hook puts it back after the statement, with a
  *	  WARNING, as locks.c does for the idle limit.
- *	- PostgreSQL 15 and 16: a timeout of the extension's own, registered
- *	  once per backend, whose handler does what die() does (flags and the
- *	  latch only), so the holder sees core's FATAL 57P01 "terminating
- *	  connection due to administrator command", whether it runs a statement
- *	  or sits idle.
+ *	- Every version: a timeout of the extension's own, registered once per
+ *	  backend, whose handler does what die() does (flags and the latch
+ *	  only), so the holder sees core's FATAL 57P01 "terminating connection
+ *	  due to administrator command".  On 15 and 16 it is the ceiling, armed
+ *	  at the deadline.  On 17 and later it is the backstop, armed a second
+ *	  after the deadline: core honours a transaction timeout only at a
+ *	  CHECK_FOR_INTERRUPTS, and a backend blocked on its client inside a
+ *	  statement (COPY FROM STDIN whose client sends nothing, a result the
+ *	  client does not read) reaches none; it honours a termination request
+ *	  there.  The backstop also holds while one statement of the holder's
+ *	  own switches transaction_timeout off (a function's SET clause).
  *
  * On both, a LOG line names the lease and its max_hold when the ceiling
  * ended a session, and fencing.stats counts it (leases_ceiling_ended).
@@ -93,13 +99,11 @@ static LeaseCeiling *ceilings = NULL;
 static int	ceiling_count = 0;
 static int	ceiling_capacity = 0;
 
-/*
- * Whether this transaction armed the timer (it must be disarmed at its
- * end), and how the timer stood before that.
- */
-static bool timer_touched = false;
-static bool saved_timer_active = false;
-static TimestampTz saved_timer_finish = 0;
+/* the extension's own timer, registered the first time a backend needs it */
+static TimeoutId termination_timeout_id = MAX_TIMEOUTS;
+
+/* set by its handler, so that the report it causes is known for what it is */
+static volatile sig_atomic_t termination_timer_fired = false;
 
 /* set when the ceiling ended the session: what the exit callback logs */
 static bool ended_by_ceiling = false;
@@ -116,17 +120,68 @@ static void ceiling_emit_log(ErrorData *edata);
 static void ceiling_before_exit(int code, Datum arg);
 
 /*
- * What differs between server versions, in one place: which timer ends the
- * transaction (ceiling_timer), and on 17+ the setting that must stay in
- * force with it (ceiling_keep_setting).
+ * The ceiling's timer went off: end the session the way
+ * pg_terminate_backend() does, from a signal handler, so only flags and the
+ * latch.
+ */
+static void
+termination_timeout_handler(void)
+{
+	if (!proc_exit_inprogress)
+	{
+		termination_timer_fired = true;
+		InterruptPending = true;
+		ProcDiePending = true;
+	}
+	SetLatch(MyLatch);
+}
+
+/*
+ * Bring the extension's own timer in line with the ceiling in force (the
+ * top of the stack), or stop it when there is none.  Nothing else moves
+ * this timer but disable_all_timeouts() after an error, so it is exactly
+ * the top's deadline plus the grace, and only a change costs a system
+ * call.
+ */
+static void
+termination_timer_sync(void)
+{
+	TimestampTz finish;
+
+	if (termination_timeout_id == MAX_TIMEOUTS)
+	{
+		if (ceiling_count == 0)
+			return;
+		termination_timeout_id = RegisterTimeout(USER_TIMEOUT,
+												 termination_timeout_handler);
+	}
+	if (ceiling_count == 0 || proc_exit_inprogress)
+	{
+		if (get_timeout_active(termination_timeout_id))
+			disable_timeout(termination_timeout_id, false);
+		return;
+	}
+	finish = ceilings[ceiling_count - 1].deadline +
+		(TimestampTz) FENCING_CEILING_GRACE_MS * 1000;
+	if (get_timeout_active(termination_timeout_id) &&
+		get_timeout_finish_time(termination_timeout_id) == finish)
+		return;
+	enable_timeout_at(termination_timeout_id, finish);
+}
+
+/*
+ * What differs between server versions, in one place: on 17+, core's
+ * transaction timer and the setting that must stay in force with it.
  */
 #ifdef FENCING_CEILING_TRANSACTION_TIMEOUT
 
-static TimeoutId
-ceiling_timer(void)
-{
-	return TRANSACTION_TIMEOUT;
-}
+/*
+ * Whether this transaction armed core's timer (17+: it must be disarmed at
+ * the transaction's end), and how that timer stood before.
+ */
+static bool timer_touched = false;
+static bool saved_timer_active = false;
+static TimestampTz saved_timer_finish = 0;
 
 /*
  * Keep transaction_timeout above zero, and no longer than the deadline's
@@ -157,83 +212,130 @@ ceiling_keep_setting(TimestampTz deadline, TimestampTz *finish)
 	return true;
 }
 
-#else							/* PostgreSQL 15 and 16 */
-
-static TimeoutId ceiling_timeout_id = MAX_TIMEOUTS;
-
 /*
- * The timer went off: end the session the way pg_terminate_backend()
- * does, from a signal handler, so only flags and the latch.
- */
-static void
-ceiling_timeout_handler(void)
-{
-	if (!proc_exit_inprogress)
-	{
-		InterruptPending = true;
-		ProcDiePending = true;
-	}
-	SetLatch(MyLatch);
-}
-
-/* The extension's own timer, registered the first time a backend needs it. */
-static TimeoutId
-ceiling_timer(void)
-{
-	if (ceiling_timeout_id == MAX_TIMEOUTS)
-		ceiling_timeout_id = RegisterTimeout(USER_TIMEOUT,
-											 ceiling_timeout_handler);
-	return ceiling_timeout_id;
-}
-
-/* No setting is involved: nothing but this file moves the timer. */
-static bool
-ceiling_keep_setting(TimestampTz deadline, TimestampTz *finish)
-{
-	return false;
-}
-
-#endif							/* FENCING_CEILING_TRANSACTION_TIMEOUT */
-
-/*
- * Make the timer fire no later than finish; an earlier finish is never
+ * Make core's timer fire no later than finish; an earlier finish is never
  * moved.  True when it changed the timer.
  */
 static bool
-timer_no_later_than(TimestampTz finish)
+core_timer_no_later_than(TimestampTz finish)
 {
-	TimeoutId	id = ceiling_timer();
-
-	if (get_timeout_active(id) && get_timeout_finish_time(id) <= finish)
+	if (get_timeout_active(TRANSACTION_TIMEOUT) &&
+		get_timeout_finish_time(TRANSACTION_TIMEOUT) <= finish)
 		return false;
-	enable_timeout_at(id, finish);
+	enable_timeout_at(TRANSACTION_TIMEOUT, finish);
 	return true;
 }
 
 /*
- * Bring the setting and the timer in line with a deadline, remembering
+ * Bring the setting and core's timer in line with a deadline, remembering
  * first how the timer stood before this transaction's first ceiling.  True
  * when it changed either.
  */
 static bool
-ceiling_arm(TimestampTz deadline)
+core_timer_arm(TimestampTz deadline)
 {
 	TimestampTz finish = deadline;
 	bool		changed;
 
 	if (!timer_touched)
 	{
-		TimeoutId	id = ceiling_timer();
-
-		saved_timer_active = get_timeout_active(id);
-		saved_timer_finish = saved_timer_active ? get_timeout_finish_time(id) : 0;
+		saved_timer_active = get_timeout_active(TRANSACTION_TIMEOUT);
+		saved_timer_finish = saved_timer_active ?
+			get_timeout_finish_time(TRANSACTION_TIMEOUT) : 0;
 		timer_touched = true;
 	}
 	changed = ceiling_keep_setting(deadline, &finish);
-	if (timer_no_later_than(finish))
+	if (core_timer_no_later_than(finish))
 		changed = true;
 	return changed;
 }
+
+/*
+ * A subtransaction's ceilings went: put core's timer back as it stood
+ * before this transaction's first ceiling, then no later than the earliest
+ * ceiling left.  The setting is left alone: the rollback puts it back as it
+ * was before the subtransaction.
+ */
+static void
+core_timer_rearm(void)
+{
+	if (!timer_touched)
+		return;
+	if (saved_timer_active)
+		enable_timeout_at(TRANSACTION_TIMEOUT, saved_timer_finish);
+	else if (get_timeout_active(TRANSACTION_TIMEOUT))
+		disable_timeout(TRANSACTION_TIMEOUT, false);
+	if (ceiling_count > 0)
+		(void) core_timer_no_later_than(ceilings[ceiling_count - 1].deadline);
+}
+
+/*
+ * An error stopped every timer: core's goes back to the deadline in force
+ * (only the timer: no setting is changed while an error is reported).
+ */
+static void
+core_timer_rearm_after_error(TimestampTz deadline)
+{
+	if (timer_touched)
+		(void) core_timer_no_later_than(deadline);
+}
+
+/*
+ * The transaction ended: core has disarmed its own timer if its setting
+ * was on; stop it if it was not.
+ */
+static void
+core_timer_disarm(void)
+{
+	if (!timer_touched)
+		return;
+	if (get_timeout_active(TRANSACTION_TIMEOUT))
+		disable_timeout(TRANSACTION_TIMEOUT, false);
+	timer_touched = false;
+	saved_timer_active = false;
+}
+
+/*
+ * Whether a FATAL report is core's transaction timeout ending the session
+ * once the ceiling's deadline has passed.
+ */
+static bool
+core_timer_ended_session(ErrorData *edata)
+{
+	return edata->sqlerrcode == ERRCODE_TRANSACTION_TIMEOUT &&
+		GetCurrentTimestamp() >= ceilings[ceiling_count - 1].deadline;
+}
+
+#else							/* PostgreSQL 15 and 16: no core timer */
+
+static bool
+core_timer_ended_session(ErrorData *edata)
+{
+	return false;
+}
+
+static bool
+core_timer_arm(TimestampTz deadline)
+{
+	return false;
+}
+
+static void
+core_timer_rearm(void)
+{
+}
+
+static void
+core_timer_rearm_after_error(TimestampTz deadline)
+{
+}
+
+static void
+core_timer_disarm(void)
+{
+}
+
+#endif							/* FENCING_CEILING_TRANSACTION_TIMEOUT */
 
 /*
  * Register the callbacks; called from _PG_init, after fencing_locks_init,
@@ -271,22 +373,14 @@ fencing_lease_max_hold_ms(double usecs)
 }
 
 /*
- * A subtransaction's ceilings went: put the timer back as it stood before
- * this transaction's first ceiling, then no later than the earliest ceiling
- * left.  The setting is left alone: the rollback puts it back as it was
- * before the subtransaction.
+ * A subtransaction's ceilings went: both timers move back to the earliest
+ * ceiling left, or to where they stood before.
  */
 static void
 ceiling_rearm(void)
 {
-	TimeoutId	id = ceiling_timer();
-
-	if (saved_timer_active)
-		enable_timeout_at(id, saved_timer_finish);
-	else if (get_timeout_active(id))
-		disable_timeout(id, false);
-	if (ceiling_count > 0)
-		(void) timer_no_later_than(ceilings[ceiling_count - 1].deadline);
+	core_timer_rearm();
+	termination_timer_sync();
 }
 
 /*
@@ -300,8 +394,10 @@ ceiling_rearm(void)
 static void
 ceiling_rearm_after_error(void)
 {
-	if (ceiling_count > 0 && timer_touched && !proc_exit_inprogress)
-		(void) timer_no_later_than(ceilings[ceiling_count - 1].deadline);
+	if (ceiling_count == 0 || proc_exit_inprogress)
+		return;
+	core_timer_rearm_after_error(ceilings[ceiling_count - 1].deadline);
+	termination_timer_sync();
 }
 
 /*
@@ -348,14 +444,16 @@ fencing_lease_ceiling_set(const char *name, int namelen, int max_hold_ms)
 	c->name[namelen] = '\0';
 	ceiling_count++;
 
-	(void) ceiling_arm(deadline);
+	(void) core_timer_arm(deadline);
+	termination_timer_sync();
 }
 
 /*
- * Called after each top-level statement.  On PostgreSQL 17 and later the
- * holder's own session can stop the timer (SET transaction_timeout = 0,
- * RESET, set_config); while a ceiling is in force, put it back and say so.
- * On 15 and 16 the timer is the extension's own and nothing else moves it.
+ * Called after each top-level statement, to put back what the holder's own
+ * statements may have stopped: on PostgreSQL 17 and later the session can
+ * switch core's timer off (SET transaction_timeout = 0, RESET, set_config),
+ * which is put back and said; and a refused statement in an aborted
+ * subtransaction that the log hook did not see may have stopped both.
  */
 void
 fencing_lease_ceiling_keep(void)
@@ -365,7 +463,8 @@ fencing_lease_ceiling_keep(void)
 	if (ceiling_count == 0)
 		return;
 	c = &ceilings[ceiling_count - 1];
-	if (!ceiling_arm(c->deadline))
+	termination_timer_sync();
+	if (!core_timer_arm(c->deadline))
 		return;
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),
@@ -403,16 +502,8 @@ ceiling_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			ceiling_count = 0;
-			if (timer_touched)
-			{
-				/* core has disarmed its own timer if its setting was on */
-				TimeoutId	id = ceiling_timer();
-
-				if (get_timeout_active(id))
-					disable_timeout(id, false);
-				timer_touched = false;
-				saved_timer_active = false;
-			}
+			core_timer_disarm();
+			termination_timer_sync();
 			break;
 		default:
 			break;
@@ -454,10 +545,11 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * The report that ends the session: when it is the one the ceiling's timer
- * causes (25P04 on 17+, 57P01 before) and the deadline in force has passed,
- * the ceiling ended the session.  Count it here, where the report is seen;
- * the LOG line waits for the exit callback (no report from inside a
+ * The report that ends the session: when it is the one the ceiling's
+ * timers cause (25P04 from core's transaction timeout on 17+, once the
+ * deadline in force has passed; 57P01 once the extension's own timer went
+ * off), the ceiling ended the session.  Count it here, where the report is
+ * seen; the LOG line waits for the exit callback (no report from inside a
  * report).  An ERROR seen here is one the top level is recovering from,
  * after stopping every timer: the ceiling is armed again (this is the only
  * hook that sees a statement refused in an aborted subtransaction; the
@@ -466,10 +558,10 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static void
 ceiling_emit_log(ErrorData *edata)
 {
-	if (ceiling_count > 0 && !ended_by_ceiling &&
-		edata->elevel == FATAL &&
-		edata->sqlerrcode == FENCING_CEILING_SQLSTATE &&
-		GetCurrentTimestamp() >= ceilings[ceiling_count - 1].deadline)
+	if (ceiling_count > 0 && !ended_by_ceiling && edata->elevel == FATAL &&
+		((edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN &&
+		  termination_timer_fired) ||
+		 core_timer_ended_session(edata)))
 	{
 		ended_by_ceiling = true;
 		ended_ceiling = ceilings[ceiling_count - 1];

@@ -16,7 +16,10 @@
 # everything; a COPY FROM STDIN whose client sends nothing; a WITH HOLD
 # cursor whose query runs at COMMIT; the same name leased again with a
 # later max_hold; a name taken by try_lock before its lease; a savepoint
-# rolled back that did not take the lease.  All holders run at once.
+# rolled back that did not take the lease; on 17+, one statement that
+# switches transaction_timeout off while it sleeps (a function's SET clause,
+# set_config).  All holders run at once.  Each ending is counted in
+# fencing.stats and named in the server log.
 
 use strict;
 use warnings;
@@ -174,6 +177,31 @@ $other_sp->{session}->query_safe('SAVEPOINT s');
 $other_sp->{session}->query_safe("SELECT fencing.lease('other-savepoint-2', '1 hour', '1 hour')");
 $other_sp->{session}->query_safe('ROLLBACK TO SAVEPOINT s');
 
+# 17+: one statement that switches core's transaction timeout off while it
+# runs (the timer is stopped by the setting's assign hook and, when the
+# setting comes back, armed again from that moment): the ceiling must not
+# wait for the statement
+my $v17 = $node->safe_psql('postgres', 'SHOW server_version_num') >= 170000;
+my @v17_cases;
+if ($v17)
+{
+	$node->safe_psql('postgres', <<'EOF2');
+CREATE FUNCTION sleep_without_transaction_timeout(seconds float8) RETURNS void
+LANGUAGE sql SET transaction_timeout = 0 AS 'SELECT pg_sleep(seconds)';
+EOF2
+	my $set_clause = holder();
+	take($set_clause, 'set-clause', '2 seconds');
+	$set_clause->{session}->query_until(qr/sleeping/,
+		"\\echo sleeping\nSELECT sleep_without_transaction_timeout(60);\n");
+	my $set_config = holder();
+	take($set_config, 'set-config', '2 seconds');
+	$set_config->{session}->query_until(qr/sleeping/,
+		"\\echo sleeping\nSELECT set_config('transaction_timeout', '0', true), pg_sleep(60);\n");
+	@v17_cases = (
+		[ "17+: a function's SET transaction_timeout = 0 while it sleeps", $set_clause, 'set-clause' ],
+		[ "17+: set_config('transaction_timeout', '0') in a sleeping statement", $set_config, 'set-config' ]);
+}
+
 my @cases = (
 	[ 'an error inside a savepoint, then idle', $error_idle, 'error-idle' ],
 	[ 'a statement_timeout cancel inside a savepoint, then idle', $cancel_idle, 'cancel-idle' ],
@@ -184,7 +212,8 @@ my @cases = (
 	[ 'a WITH HOLD cursor run at COMMIT', $with_hold, 'with-hold' ],
 	[ 'the same name leased again with a later max_hold', $again, 'again' ],
 	[ 'try_lock first, lease with max_hold second', $try_first, 'try-first' ],
-	[ 'a rolled-back savepoint that did not take the lease', $other_sp, 'other-savepoint' ]);
+	[ 'a rolled-back savepoint that did not take the lease', $other_sp, 'other-savepoint' ],
+	@v17_cases);
 my @results = wait_all_free('2 seconds', \@cases, $error_busy_tick);
 for my $i (0 .. $#cases)
 {
@@ -195,7 +224,13 @@ for my $i (0 .. $#cases)
 	ok(defined $elapsed && $elapsed < 30,
 		"$what: well before 30 s (" . ($elapsed // 'never') . ' s)');
 	ok($free && session_gone($h->{pid}), "$what: the holder's session is gone");
+	ok( $node->log_contains(
+			qr/LOG:  fencing lease "\Q$name\E" reached its max_hold of 2000 ms; the server ended its session/),
+		"$what: the server log names the lease");
 }
+is( $node->safe_psql('postgres', 'SELECT leases_ceiling_ended FROM fencing.stats'),
+	scalar(@cases),
+	'fencing.stats counts every session a ceiling ended');
 
 $blocker->query_safe('COMMIT');
 $blocker->quit;
