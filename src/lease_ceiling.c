@@ -380,7 +380,9 @@ static void
 ceiling_rearm(void)
 {
 	core_timer_rearm();
+#ifndef FENCING_MUTANT_CEILING_TIMER_KEPT_AFTER_ROLLBACK
 	termination_timer_sync();
+#endif
 }
 
 /*
@@ -394,6 +396,9 @@ ceiling_rearm(void)
 static void
 ceiling_rearm_after_error(void)
 {
+#ifdef FENCING_MUTANT_CEILING_NOT_REARMED_AFTER_ERROR
+	return;
+#endif
 	if (ceiling_count == 0 || proc_exit_inprogress)
 		return;
 	core_timer_rearm_after_error(ceilings[ceiling_count - 1].deadline);
@@ -419,7 +424,11 @@ fencing_lease_ceiling_set(const char *name, int namelen, int max_hold_ms)
 	}
 
 	/* an older ceiling that comes first outlives this one: nothing to do */
+#ifdef FENCING_MUTANT_CEILING_LATER_LONGER_WINS
+	if (false)
+#else
 	if (ceiling_count > 0 && ceilings[ceiling_count - 1].deadline <= deadline)
+#endif
 		return;
 
 	if (ceiling_count == ceiling_capacity)
@@ -498,6 +507,10 @@ ceiling_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+#ifdef FENCING_MUTANT_CEILING_NOT_DISARMED_AT_COMMIT
+			ceiling_count = 0;
+			break;
+#endif
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
@@ -534,9 +547,11 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		int			before = ceiling_count;
 
+#ifndef FENCING_MUTANT_CEILING_KEPT_AFTER_ROLLBACK
 		while (ceiling_count > 0 &&
 			   ceilings[ceiling_count - 1].subid >= mySubid)
 			ceiling_count--;
+#endif
 		if (ceiling_count != before)
 			ceiling_rearm();
 		else
