@@ -16,7 +16,9 @@
 # everything; a COPY FROM STDIN whose client sends nothing; a WITH HOLD
 # cursor whose query runs at COMMIT; the same name leased again with a
 # later max_hold; a name taken by try_lock before its lease; a savepoint
-# rolled back that did not take the lease; on 17+, one statement that
+# rolled back that did not take the lease; a COPY TO STDOUT whose client
+# stops reading; a wait for a row lock and one in fencing.lock(), both
+# without a timeout; on 17+, one statement that
 # switches transaction_timeout off while it sleeps (a function's SET clause,
 # set_config).  All holders run at once.  Each ending is counted in
 # fencing.stats and named in the server log.
@@ -123,6 +125,7 @@ $node->safe_psql('postgres', 'INSERT INTO copied VALUES (1)');
 my $blocker = $node->background_psql('postgres');
 $blocker->query_safe('BEGIN');
 $blocker->query_safe('SELECT * FROM copied FOR UPDATE');
+$blocker->query_safe("SELECT fencing.try_lock('held-by-blocker')");
 my $lock_wait = holder();
 take($lock_wait, 'lock-wait', '2 seconds');
 $lock_wait->{session}->query_safe('SAVEPOINT s');
@@ -177,6 +180,27 @@ $other_sp->{session}->query_safe('SAVEPOINT s');
 $other_sp->{session}->query_safe("SELECT fencing.lease('other-savepoint-2', '1 hour', '1 hour')");
 $other_sp->{session}->query_safe('ROLLBACK TO SAVEPOINT s');
 
+# COPY TO STDOUT whose client stops reading: psql blocks writing to its
+# stdout, which this script does not read, so the backend blocks sending
+my $copy_out = holder();
+take($copy_out, 'copy-out', '2 seconds');
+$copy_out->{session}->{stdin} .=
+  "COPY (SELECT repeat('x', 1000) FROM generate_series(1, 1000000)) TO STDOUT;\n";
+$copy_out->{session}->{run}->pump_nb;
+ok( $node->poll_query_until('postgres',
+		"SELECT wait_event = 'ClientWrite' FROM pg_stat_activity WHERE pid = $copy_out->{pid}"),
+	'COPY TO STDOUT: the holder blocks sending to its client');
+
+# waits without a timeout: for a row lock, and in fencing.lock()
+my $row_wait = holder();
+take($row_wait, 'row-wait', '2 seconds');
+$row_wait->{session}->query_until(qr/waiting/,
+	"\\echo waiting\nSELECT * FROM copied FOR UPDATE;\n");
+my $lock_fn_wait = holder();
+take($lock_fn_wait, 'lock-fn-wait', '2 seconds');
+$lock_fn_wait->{session}->query_until(qr/waiting/,
+	"\\echo waiting\nSELECT fencing.lock('held-by-blocker');\n");
+
 # 17+: one statement that switches core's transaction timeout off while it
 # runs (the timer is stopped by the setting's assign hook and, when the
 # setting comes back, armed again from that moment): the ceiling must not
@@ -213,6 +237,9 @@ my @cases = (
 	[ 'the same name leased again with a later max_hold', $again, 'again' ],
 	[ 'try_lock first, lease with max_hold second', $try_first, 'try-first' ],
 	[ 'a rolled-back savepoint that did not take the lease', $other_sp, 'other-savepoint' ],
+	[ 'COPY TO STDOUT whose client stops reading', $copy_out, 'copy-out' ],
+	[ 'a wait for a row lock without a timeout', $row_wait, 'row-wait' ],
+	[ 'a wait in fencing.lock() without a timeout', $lock_fn_wait, 'lock-fn-wait' ],
 	@v17_cases);
 my @results = wait_all_free('2 seconds', \@cases, $error_busy_tick);
 for my $i (0 .. $#cases)
@@ -234,5 +261,6 @@ is( $node->safe_psql('postgres', 'SELECT leases_ceiling_ended FROM fencing.stats
 
 $blocker->query_safe('COMMIT');
 $blocker->quit;
+$copy_out->{session}->{run}->kill_kill;
 $node->stop;
 done_testing();
