@@ -1,0 +1,131 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 045_lease_ceiling_accounting.pl -- what fencing.lease(name, ttl, max_hold)
+# says about the sessions its ceiling ends: fencing.stats counts exactly
+# those, whatever the server logs, and the lock-delay applies to them.
+#
+# Phase 1, all holders at once, fencing.lock_delay off:
+#	- a holder whose role has log_min_messages = panic (set by a superuser
+#	  with ALTER ROLE): the server logs nothing of its ending, but the
+#	  ceiling still ends it at max_hold and it is counted;
+#	- a holder terminated with pg_terminate_backend() before its max_hold:
+#	  not counted, no LOG line naming its lease;
+#	- a holder whose ttl ends it before its max_hold: counted as an expired
+#	  lease, not as a ceiling, no LOG line naming its lease.
+# Phase 2, fencing.lock_delay = 1h: a holder ended by its ceiling leaves
+# the name delayed (fencing.locks shows delayed_until, try_lock is refused).
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+my $node = PostgreSQL::Test::Cluster->new('ceiling_accounting');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
+$node->start;
+$node->safe_psql('postgres', <<'EOF');
+CREATE EXTENSION fencing;
+CREATE ROLE quiet LOGIN;
+ALTER ROLE quiet SET log_min_messages = panic;
+EOF
+
+sub sql { return $node->safe_psql('postgres', $_[0]) }
+
+# A holder: a session (as role, if given) in an open transaction holding a
+# lease; the server's clock just before the call is t0.
+sub holder
+{
+	my ($name, $ttl, $max_hold, $role) = @_;
+	my $s = $node->background_psql('postgres', on_error_stop => 0,
+		$role ? (extra_params => [ '-U', $role ]) : ());
+	my $pid = $s->query_safe('SELECT pg_backend_pid()');
+	$s->query_safe('BEGIN');
+	my ($t0, $token) = split /\|/,
+	  $s->query_safe(
+		"SELECT clock_timestamp(), fencing.lease('$name', '$ttl', '$max_hold')");
+	die "no lease on $name" unless length $token;
+	return { session => $s, pid => $pid, t0 => $t0, name => $name };
+}
+
+sub session_gone
+{
+	my ($pid) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
+}
+
+# Poll try_lock until the name is free (at most 30 s): whether it became
+# free, and whether that was at least $limit after t0.
+sub wait_free
+{
+	my ($h, $limit) = @_;
+	my $give_up = time() + 30;
+	while (time() < $give_up)
+	{
+		my ($free, $late) = split /\|/,
+		  sql("BEGIN; SELECT fencing.try_lock('$h->{name}') IS NOT NULL, "
+			  . "clock_timestamp() - '$h->{t0}'::timestamptz >= '$limit'::interval; COMMIT;");
+		return (1, $late eq 't') if $free eq 't';
+		sleep(0.1);
+	}
+	return (0, 1);
+}
+
+# ---- phase 1 ------------------------------------------------------------
+
+my $quiet = holder('quiet', '1 hour', '2 seconds', 'quiet');
+is($quiet->{session}->query_safe('SHOW log_min_messages'),
+	'panic', 'the quiet holder runs with log_min_messages = panic');
+my $terminated = holder('terminated', '1 hour', '1 hour');
+my $expired = holder('expired', '1 second', '1 hour');
+
+ok(sql("SELECT pg_terminate_backend($terminated->{pid})") eq 't'
+	  && session_gone($terminated->{pid}),
+	'a holder terminated before its max_hold is gone');
+
+my ($free, $not_early) = wait_free($quiet, '2 seconds');
+ok($free, 'log_min_messages = panic: another session gets the name');
+ok($not_early, 'log_min_messages = panic: never before max_hold');
+ok(session_gone($quiet->{pid}),
+	"log_min_messages = panic: the holder's session is gone");
+ok(session_gone($expired->{pid}), 'the holder whose ttl passed is gone');
+
+is( sql('SELECT leases_ceiling_ended, leases_expired FROM fencing.stats'),
+	'1|1',
+	'the ceiling ended one session (whatever the log level), the ttl another, and termination is neither'
+);
+ok(!$node->log_contains(qr/fencing lease "terminated" reached its max_hold/),
+	'no LOG line claims the ceiling ended the terminated holder');
+ok(!$node->log_contains(qr/fencing lease "expired" reached its max_hold/),
+	'no LOG line claims the ceiling ended the holder whose ttl passed');
+
+# ---- phase 2: lock-delay --------------------------------------------------
+
+sql("ALTER SYSTEM SET fencing.lock_delay = '1h'");
+sql('SELECT pg_reload_conf()');
+$node->poll_query_until('postgres',
+	"SELECT current_setting('fencing.lock_delay') = '1h'")
+  or die 'fencing.lock_delay did not become 1h';
+
+my $delayed = holder('delayed', '1 hour', '2 seconds');
+ok(session_gone($delayed->{pid}),
+	'lock_delay on: the ceiling ends the holder');
+is( sql("SELECT delayed_until > now() + '50 minutes' FROM fencing.locks
+		  WHERE name = 'delayed' AND delayed_until IS NOT NULL"),
+	't',
+	'lock_delay on: the name of a holder the ceiling ended is delayed');
+is( sql("BEGIN; SELECT fencing.try_lock('delayed') IS NULL; COMMIT;"),
+	't', 'lock_delay on: and nobody is granted it');
+ok( $node->log_contains(
+		qr/LOG:  fencing lease "delayed" reached its max_hold of 2000 ms; the server ended its session/),
+	'lock_delay on: the server log names the lease');
+is(sql('SELECT leases_ceiling_ended FROM fencing.stats'),
+	'2', 'and it is counted');
+
+$node->stop;
+done_testing();
