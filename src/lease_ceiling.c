@@ -44,7 +44,10 @@
  *	  own switches transaction_timeout off (a function's SET clause).
  *
  * On both, a LOG line names the lease and its max_hold when the ceiling
- * ended a session, and fencing.stats counts it (leases_ceiling_ended).
+ * ended a session, and fencing.stats counts it (leases_ceiling_ended).  The
+ * report that ends the session is recognised in the log hook; a report
+ * not sent to the server log (log_min_messages = panic) never reaches it,
+ * so the backend's exit looks again, at the timers themselves.
  *
  * The ceilings of a transaction form a stack: each belongs to the
  * (sub)transaction that asked for it, like the lease's ttl (a SET LOCAL),
@@ -306,10 +309,29 @@ core_timer_ended_session(ErrorData *edata)
 		GetCurrentTimestamp() >= ceilings[ceiling_count - 1].deadline;
 }
 
+/*
+ * The same, seen at backend exit without the report: core's timer went off
+ * (its indicator stays set until it is armed or stopped again, and nothing
+ * does either between the report and the exit callbacks) and the deadline
+ * has passed.
+ */
+static bool
+core_timer_fired_past_deadline(void)
+{
+	return get_timeout_indicator(TRANSACTION_TIMEOUT, false) &&
+		GetCurrentTimestamp() >= ceilings[ceiling_count - 1].deadline;
+}
+
 #else							/* PostgreSQL 15 and 16: no core timer */
 
 static bool
 core_timer_ended_session(ErrorData *edata)
+{
+	return false;
+}
+
+static bool
+core_timer_fired_past_deadline(void)
 {
 	return false;
 }
@@ -484,6 +506,33 @@ fencing_lease_ceiling_keep(void)
 }
 
 /*
+ * The ceiling in force ended the session: remember it for the LOG line and
+ * count it, once.
+ */
+static void
+ceiling_note_ending(void)
+{
+	if (ended_by_ceiling)
+		return;
+	ended_by_ceiling = true;
+	ended_ceiling = ceilings[ceiling_count - 1];
+	fencing_stat_add(FENCING_STAT_LEASES_CEILING_ENDED, 1);
+}
+
+/*
+ * The backend is exiting with a ceiling in force: if a ceiling's timer went
+ * off, that is why (its handler asked for the exit, or core's transaction
+ * timeout reported it), whether or not the report reached the log hook.
+ */
+static void
+ceiling_note_ending_at_exit(void)
+{
+	if (ceiling_count > 0 &&
+		(termination_timer_fired || core_timer_fired_past_deadline()))
+		ceiling_note_ending();
+}
+
+/*
  * Transaction end empties the stack and disarms the timer: the lease ends
  * with its transaction, and so does its ceiling (also at a COMMIT inside a
  * procedure, which starts a new transaction).  PREPARE is refused while a
@@ -514,6 +563,9 @@ ceiling_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			/* an exit callback run before ours may abort first */
+			if (event == XACT_EVENT_ABORT && proc_exit_inprogress)
+				ceiling_note_ending_at_exit();
 			ceiling_count = 0;
 			core_timer_disarm();
 			termination_timer_sync();
@@ -564,8 +616,9 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * timers cause (25P04 from core's transaction timeout on 17+, once the
  * deadline in force has passed; 57P01 once the extension's own timer went
  * off), the ceiling ended the session.  Count it here, where the report is
- * seen; the LOG line waits for the exit callback (no report from inside a
- * report).  An ERROR seen here is one the top level is recovering from,
+ * seen (the exit callback counts it when the report was not sent to the
+ * server log, and so never came here); the LOG line waits for the exit
+ * callback (no report from inside a report).  An ERROR seen here is one the top level is recovering from,
  * after stopping every timer: the ceiling is armed again (this is the only
  * hook that sees a statement refused in an aborted subtransaction; the
  * report reaches it unless log_min_messages is above ERROR).
@@ -577,11 +630,7 @@ ceiling_emit_log(ErrorData *edata)
 		((edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN &&
 		  termination_timer_fired) ||
 		 core_timer_ended_session(edata)))
-	{
-		ended_by_ceiling = true;
-		ended_ceiling = ceilings[ceiling_count - 1];
-		fencing_stat_add(FENCING_STAT_LEASES_CEILING_ENDED, 1);
-	}
+		ceiling_note_ending();
 	if (edata->elevel == ERROR)
 		ceiling_rearm_after_error();
 	if (prev_emit_log_hook)
@@ -589,12 +638,14 @@ ceiling_emit_log(ErrorData *edata)
 }
 
 /*
- * Backend exit after the ceiling ended the session: tell the DBA which
- * lease and which max_hold did it, since core's message names neither.
+ * Backend exit after the ceiling ended the session: count it if the log
+ * hook did not see the report, and tell the DBA which lease and which
+ * max_hold did it, since core's message names neither.
  */
 static void
 ceiling_before_exit(int code, Datum arg)
 {
+	ceiling_note_ending_at_exit();
 	if (!ended_by_ceiling)
 		return;
 	ereport(LOG,
