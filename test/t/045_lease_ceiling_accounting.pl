@@ -9,6 +9,10 @@
 #	- a holder whose role has log_min_messages = panic (set by a superuser
 #	  with ALTER ROLE): the server logs nothing of its ending, but the
 #	  ceiling still ends it at max_hold and it is counted;
+#	- a holder whose role has log_min_messages = fatal, with an error inside
+#	  a savepoint and then a statement every 0.1 s, each refused in the
+#	  aborted subtransaction (each refusal stops every timer of the
+#	  backend, and none is logged): the ceiling still ends it;
 #	- a holder terminated with pg_terminate_backend() before its max_hold:
 #	  not counted, no LOG line naming its lease;
 #	- a holder whose ttl ends it before its max_hold: counted as an expired
@@ -32,6 +36,8 @@ $node->safe_psql('postgres', <<'EOF');
 CREATE EXTENSION fencing;
 CREATE ROLE quiet LOGIN;
 ALTER ROLE quiet SET log_min_messages = panic;
+CREATE ROLE quiet_errors LOGIN;
+ALTER ROLE quiet_errors SET log_min_messages = fatal;
 EOF
 
 sub sql { return $node->safe_psql('postgres', $_[0]) }
@@ -59,11 +65,12 @@ sub session_gone
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
 }
 
-# Poll try_lock until the name is free (at most 30 s): whether it became
-# free, and whether that was at least $limit after t0.
+# Poll try_lock until the name is free (at most 30 s), calling tick (if
+# given) between polls: whether it became free, and whether that was at
+# least $limit after t0.
 sub wait_free
 {
-	my ($h, $limit) = @_;
+	my ($h, $limit, $tick) = @_;
 	my $give_up = time() + 30;
 	while (time() < $give_up)
 	{
@@ -71,6 +78,7 @@ sub wait_free
 		  sql("BEGIN; SELECT fencing.try_lock('$h->{name}') IS NOT NULL, "
 			  . "clock_timestamp() - '$h->{t0}'::timestamptz >= '$limit'::interval; COMMIT;");
 		return (1, $late eq 't') if $free eq 't';
+		$tick->() if $tick;
 		sleep(0.1);
 	}
 	return (0, 1);
@@ -81,6 +89,16 @@ sub wait_free
 my $quiet = holder('quiet', '1 hour', '2 seconds', 'quiet');
 is($quiet->{session}->query_safe('SHOW log_min_messages'),
 	'panic', 'the quiet holder runs with log_min_messages = panic');
+my $refused = holder('refused', '1 hour', '2 seconds', 'quiet_errors');
+$refused->{session}->query_safe('SAVEPOINT s');
+$refused->{session}->query('SELECT 1/0');
+my $refused_tick = sub {
+	# send without waiting: psql prints the refusal to stderr
+	eval {
+		$refused->{session}->{stdin} .= "SELECT 1;\n";
+		$refused->{session}->{run}->pump_nb;
+	};
+};
 my $terminated = holder('terminated', '1 hour', '1 hour');
 my $expired = holder('expired', '1 second', '1 hour');
 
@@ -88,7 +106,14 @@ ok(sql("SELECT pg_terminate_backend($terminated->{pid})") eq 't'
 	  && session_gone($terminated->{pid}),
 	'a holder terminated before its max_hold is gone');
 
-my ($free, $not_early) = wait_free($quiet, '2 seconds');
+my ($free, $not_early) = wait_free($refused, '2 seconds', $refused_tick);
+ok($free,
+	'refused statements, log_min_messages = fatal: another session gets the name');
+ok($not_early, 'refused statements, log_min_messages = fatal: never before max_hold');
+ok(session_gone($refused->{pid}),
+	"refused statements, log_min_messages = fatal: the holder's session is gone");
+
+($free, $not_early) = wait_free($quiet, '2 seconds');
 ok($free, 'log_min_messages = panic: another session gets the name');
 ok($not_early, 'log_min_messages = panic: never before max_hold');
 ok(session_gone($quiet->{pid}),
@@ -96,8 +121,8 @@ ok(session_gone($quiet->{pid}),
 ok(session_gone($expired->{pid}), 'the holder whose ttl passed is gone');
 
 is( sql('SELECT leases_ceiling_ended, leases_expired FROM fencing.stats'),
-	'1|1',
-	'the ceiling ended one session (whatever the log level), the ttl another, and termination is neither'
+	'2|1',
+	'the ceiling ended two sessions (whatever the log level), the ttl another, and termination is neither'
 );
 ok(!$node->log_contains(qr/fencing lease "terminated" reached its max_hold/),
 	'no LOG line claims the ceiling ended the terminated holder');
@@ -125,7 +150,7 @@ ok( $node->log_contains(
 		qr/LOG:  fencing lease "delayed" reached its max_hold of 2000 ms; the server ended its session/),
 	'lock_delay on: the server log names the lease');
 is(sql('SELECT leases_ceiling_ended FROM fencing.stats'),
-	'2', 'and it is counted');
+	'3', 'and it is counted');
 
 $node->stop;
 done_testing();
