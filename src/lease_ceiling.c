@@ -31,11 +31,16 @@
  *	  later within a transaction; a SET of transaction_timeout to 0 stops
  *	  it, and the statement hook puts it back after the statement, with a
  *	  WARNING, as locks.c does for the idle limit.
- *	- Every version: a timeout of the extension's own, registered once per
- *	  backend, whose handler does what die() does (flags and the latch
- *	  only), so the holder sees core's FATAL 57P01 "terminating connection
- *	  due to administrator command".  On 15 and 16 it is the ceiling, armed
- *	  at the deadline.  On 17 and later it is the backstop, armed a second
+ *	- Every version: a timer of the extension's own, a POSIX timer of the
+ *	  process that raises SIGUSR2 (which a backend otherwise ignores),
+ *	  whose handler does what die() does (flags and the latch only), so the
+ *	  holder sees core's FATAL 57P01 "terminating connection due to
+ *	  administrator command".  It is deliberately not one of core's
+ *	  timeouts: the recovery from every ERROR stops all of those, and a
+ *	  statement refused in an aborted subtransaction reaches no code of
+ *	  ours that could arm one again (the log hook sees the refusal only if
+ *	  log_min_messages lets it through).  On 15 and 16 it is the ceiling,
+ *	  armed at the deadline.  On 17 and later it is the backstop, armed a second
  *	  after the deadline: core honours a transaction timeout only at a
  *	  CHECK_FOR_INTERRUPTS, and a backend blocked on its client inside a
  *	  statement (COPY FROM STDIN whose client sends nothing, a result the
@@ -69,6 +74,8 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <signal.h>
+#include <time.h>
 
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -102,8 +109,13 @@ static LeaseCeiling *ceilings = NULL;
 static int	ceiling_count = 0;
 static int	ceiling_capacity = 0;
 
-/* the extension's own timer, registered the first time a backend needs it */
-static TimeoutId termination_timeout_id = MAX_TIMEOUTS;
+/*
+ * The extension's own timer, created the first time a backend needs it,
+ * and when it is due (0: not armed).  Only this file arms or stops it.
+ */
+static timer_t termination_timer;
+static bool termination_timer_created = false;
+static TimestampTz termination_timer_finish = 0;
 
 /* set by its handler, so that the report it causes is known for what it is */
 static volatile sig_atomic_t termination_timer_fired = false;
@@ -123,13 +135,15 @@ static void ceiling_emit_log(ErrorData *edata);
 static void ceiling_before_exit(int code, Datum arg);
 
 /*
- * The ceiling's timer went off: end the session the way
+ * The ceiling's timer went off (SIGUSR2): end the session the way
  * pg_terminate_backend() does, from a signal handler, so only flags and the
  * latch.
  */
 static void
-termination_timeout_handler(void)
+termination_signal_handler(SIGNAL_ARGS)
 {
+	int			save_errno = errno;
+
 	if (!proc_exit_inprogress)
 	{
 		termination_timer_fired = true;
@@ -137,39 +151,75 @@ termination_timeout_handler(void)
 		ProcDiePending = true;
 	}
 	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * Create the extension's own timer, once per backend, before the first
+ * lease with a max_hold takes its lock (so that a failure here holds
+ * nothing).  SIGUSR2 is ignored by every backend PostgreSQL starts for a
+ * client; a process that uses it for something else (a walsender) cannot
+ * have a ceiling.
+ */
+static void
+termination_timer_create(void)
+{
+	struct sigaction current;
+	struct sigevent event;
+
+	if (termination_timer_created)
+		return;
+	if (sigaction(SIGUSR2, NULL, &current) != 0 ||
+		current.sa_handler != SIG_IGN)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a lease with max_hold cannot be taken in this process"),
+				 errdetail("The timer of max_hold signals SIGUSR2, which this process uses for something else."),
+				 errhint("Take the lease in a regular client session.")));
+	memset(&event, 0, sizeof(event));
+	event.sigev_notify = SIGEV_SIGNAL;
+	event.sigev_signo = SIGUSR2;
+	if (timer_create(CLOCK_MONOTONIC, &event, &termination_timer) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not create the timer of a lease's max_hold: %m")));
+	pqsignal(SIGUSR2, termination_signal_handler);
+	termination_timer_created = true;
 }
 
 /*
  * Bring the extension's own timer in line with the ceiling in force (the
  * top of the stack), or stop it when there is none.  Nothing else moves
- * this timer but disable_all_timeouts() after an error, so it is exactly
- * the top's deadline plus the grace, and only a change costs a system
- * call.
+ * this timer, so it is exactly the top's deadline plus the grace, and only
+ * a change costs a system call.  Failing to set it would leave a lock
+ * without its ceiling: the session ends instead.
  */
 static void
 termination_timer_sync(void)
 {
-	TimestampTz finish;
+	TimestampTz finish = 0;
+	struct itimerspec when;
 
-	if (termination_timeout_id == MAX_TIMEOUTS)
-	{
-		if (ceiling_count == 0)
-			return;
-		termination_timeout_id = RegisterTimeout(USER_TIMEOUT,
-												 termination_timeout_handler);
-	}
-	if (ceiling_count == 0 || proc_exit_inprogress)
-	{
-		if (get_timeout_active(termination_timeout_id))
-			disable_timeout(termination_timeout_id, false);
+	if (!termination_timer_created)
 		return;
-	}
-	finish = ceilings[ceiling_count - 1].deadline +
-		(TimestampTz) FENCING_CEILING_GRACE_MS * 1000;
-	if (get_timeout_active(termination_timeout_id) &&
-		get_timeout_finish_time(termination_timeout_id) == finish)
+	if (ceiling_count > 0 && !proc_exit_inprogress)
+		finish = ceilings[ceiling_count - 1].deadline +
+			(TimestampTz) FENCING_CEILING_GRACE_MS * 1000;
+	if (finish == termination_timer_finish)
 		return;
-	enable_timeout_at(termination_timeout_id, finish);
+	memset(&when, 0, sizeof(when));
+	if (finish != 0)
+	{
+		/* relative, on the monotonic clock; a zero it_value would disarm */
+		TimestampTz delay = Max(finish - GetCurrentTimestamp(), 1);
+
+		when.it_value.tv_sec = delay / USECS_PER_SEC;
+		when.it_value.tv_nsec = (delay % USECS_PER_SEC) * 1000;
+	}
+	if (timer_settime(termination_timer, 0, &when, NULL) != 0)
+		ereport(FATAL,
+				(errmsg_internal("could not set the timer of a lease's max_hold: %m")));
+	termination_timer_finish = finish;
 }
 
 /*
@@ -376,7 +426,9 @@ fencing_lease_ceiling_init(void)
 /*
  * max_hold in milliseconds, from its length in microseconds: positive, at
  * most INT_MAX milliseconds (transaction_timeout's range), rounded up so
- * that a sub-millisecond ceiling is one millisecond, not none.
+ * that a sub-millisecond ceiling is one millisecond, not none.  Called
+ * before the lease takes its lock, so it also makes sure the ceiling's
+ * timer exists.
  */
 int
 fencing_lease_max_hold_ms(double usecs)
@@ -391,6 +443,7 @@ fencing_lease_max_hold_ms(double usecs)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease max_hold must be at most %d milliseconds",
 						INT_MAX)));
+	termination_timer_create();
 	return (int) ceil(usecs / 1000.0);
 }
 
@@ -408,12 +461,13 @@ ceiling_rearm(void)
 }
 
 /*
- * An ERROR that reaches the top level stops every timer of the backend
+ * An ERROR that reaches the top level stops every one of core's timers
  * (PostgresMain's recovery calls disable_all_timeouts() before it aborts);
  * when it ends only a subtransaction (a savepoint, psql's ON_ERROR_ROLLBACK),
  * or is one more refusal in a subtransaction already aborted, the outer
- * transaction keeps its locks, so the ceiling in force must be armed again.
- * A deadline already passed fires at once.
+ * transaction keeps its locks, so on 17+ core's transaction timer must be
+ * armed again (the extension's own timer is not among those stopped).  A
+ * deadline already passed fires at once.
  */
 static void
 ceiling_rearm_after_error(void)
@@ -618,10 +672,12 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
  * off), the ceiling ended the session.  Count it here, where the report is
  * seen (the exit callback counts it when the report was not sent to the
  * server log, and so never came here); the LOG line waits for the exit
- * callback (no report from inside a report).  An ERROR seen here is one the top level is recovering from,
- * after stopping every timer: the ceiling is armed again (this is the only
+ * callback (no report from inside a report).  An ERROR seen here is one
+ * the top level is recovering from, after stopping every one of core's
+ * timers: on 17+ core's transaction timer is armed again (this is the only
  * hook that sees a statement refused in an aborted subtransaction; the
- * report reaches it unless log_min_messages is above ERROR).
+ * report reaches it unless log_min_messages is above ERROR, and then the
+ * extension's own timer, a second later, ends the session).
  */
 static void
 ceiling_emit_log(ErrorData *edata)
