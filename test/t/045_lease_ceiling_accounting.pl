@@ -19,6 +19,8 @@
 #	  lease, not as a ceiling, no LOG line naming its lease.
 # Phase 2, fencing.lock_delay = 1h: a holder ended by its ceiling leaves
 # the name delayed (fencing.locks shows delayed_until, try_lock is refused).
+# Last, a walsender (which uses SIGUSR2, the signal of the ceiling's timer)
+# is refused a lease with max_hold, and holds nothing.
 
 use strict;
 use warnings;
@@ -29,7 +31,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 
 my $node = PostgreSQL::Test::Cluster->new('ceiling_accounting');
-$node->init;
+$node->init(allows_streaming => 1);
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
 $node->start;
 $node->safe_psql('postgres', <<'EOF');
@@ -151,6 +153,20 @@ ok( $node->log_contains(
 	'lock_delay on: the server log names the lease');
 is(sql('SELECT leases_ceiling_ended FROM fencing.stats'),
 	'3', 'and it is counted');
+
+# ---- a process that uses SIGUSR2 itself --------------------------------
+
+# a walsender connection that runs SQL (replication=database): the timer of
+# max_hold signals SIGUSR2, which a walsender uses, so the lease is refused
+# before it takes the lock
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SELECT fencing.lease('walsender', '1 hour', '2 seconds')",
+	connstr => $node->connstr('postgres') . ' replication=database',
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/0A000: a lease with max_hold cannot be taken in this process/,
+	'a walsender cannot take a lease with max_hold (0A000)');
+is(sql("BEGIN; SELECT fencing.try_lock('walsender') IS NOT NULL; COMMIT;"),
+	't', 'and it took nothing');
 
 $node->stop;
 done_testing();
