@@ -472,9 +472,6 @@ ceiling_rearm(void)
 static void
 ceiling_rearm_after_error(void)
 {
-#ifdef FENCING_MUTANT_CEILING_NOT_REARMED_AFTER_ERROR
-	return;
-#endif
 	if (ceiling_count == 0 || proc_exit_inprogress)
 		return;
 	core_timer_rearm_after_error(ceilings[ceiling_count - 1].deadline);
