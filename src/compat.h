@@ -18,6 +18,8 @@
 #ifndef FENCING_COMPAT_H
 #define FENCING_COMPAT_H
 
+#include <unistd.h>
+
 #include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "storage/proc.h"
@@ -121,8 +123,12 @@
  * and the extension's own timer, which ends the session as
  * pg_terminate_backend() does (FATAL 57P01), is a backstop a second later
  * for a backend core's timeout cannot reach; before 17 that timer is the
- * ceiling itself, at the deadline.
+ * ceiling itself, at the deadline.  That timer is a POSIX timer
+ * (timer_create), which every platform PostgreSQL runs on but macOS has.
  */
+#if !defined(_POSIX_TIMERS) || _POSIX_TIMERS <= 0
+#error "fencing needs POSIX timers (timer_create) for the ceiling of a lease"
+#endif
 #if PG_VERSION_NUM >= 170000
 #define FENCING_CEILING_TRANSACTION_TIMEOUT 1
 #define FENCING_CEILING_GRACE_MS	1000
