@@ -124,7 +124,7 @@
  * pg_terminate_backend() does (FATAL 57P01), is a backstop a second later
  * for a backend core's timeout cannot reach; before 17 that timer is the
  * ceiling itself, at the deadline.  That timer is a POSIX timer
- * (timer_create), which every platform PostgreSQL runs on but macOS has.
+ * (timer_create): Linux and FreeBSD have them, macOS and Windows do not.
  */
 #if !defined(_POSIX_TIMERS) || _POSIX_TIMERS <= 0
 #error "fencing needs POSIX timers (timer_create) for the ceiling of a lease"
