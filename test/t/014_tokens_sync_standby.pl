@@ -212,7 +212,13 @@ my $primary_last = $primary->safe_psql('postgres',
 	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 1000)) s');
 cmp_ok($primary_last, '>', $limit_before,
 	'the primary handed out tokens from the reservation the backup waited on');
-$primary->wait_for_catchup($rebuilt, 'replay', $primary->lsn('insert'));
+# Wait for the rebuilt standby to replay all the WAL the primary flushed
+# (every reservation: each waited for a synchronous standby, so each was
+# flushed first).  Not the insert position: right after the backup's WAL
+# switch it points past the next segment's page header, where no record
+# may arrive for many seconds (the next standby snapshot, every 15 s), and
+# replay_lsn reaches it only then.
+$primary->wait_for_catchup($rebuilt, 'replay', $primary->lsn('flush'));
 cmp_ok(FencingTest::state_file_limit($rebuilt) // 0, '>=', $primary_last,
 	"the rebuilt standby's fencing.state covers the reservation it released");
 $d->{session}->quit;
