@@ -44,8 +44,12 @@ $standby->start;
 my $missed = PostgreSQL::Test::Cluster->new('async_missed');
 $missed->init_from_backup($primary, 'backup', has_streaming => 1);
 $missed->start;
-$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
-$primary->wait_for_catchup($missed, 'replay', $primary->lsn('insert'));
+# Up to what the primary flushed, not its insert position: right after the
+# backup's WAL switch that points past the next segment's page header,
+# which replay_lsn reaches only when a record arrives there (the next
+# standby snapshot, up to 15 s later).
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('flush'));
+$primary->wait_for_catchup($missed, 'replay', $primary->lsn('flush'));
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 	't', 'the standby is in recovery');
