@@ -23,6 +23,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use FencingTest qw(state_file_limit);
@@ -130,7 +131,7 @@ like($log, qr/HINT:  Include the extension module that implements this resource 
 # quietly running without the records.
 my $deadline = time() + 60;
 my $pid_file = $standby->data_dir . '/postmaster.pid';
-sleep(1) while (-f $pid_file && time() < $deadline);
+Time::HiRes::sleep(0.1) while (-f $pid_file && time() < $deadline);
 ok(!-f $pid_file, 'the standby shut down instead of running without the records');
 # pg_ctl may have returned before the startup process failed; the node
 # object then still believes the postmaster runs and would refuse to start
@@ -151,7 +152,11 @@ ok( eval {
 # replays the records and serves latest_token above the primary's tokens.
 $standby->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
 $standby->start;
-$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+# Up to what the primary flushed, not its insert position: after the WAL
+# switch above that points past the next segment's page header, which
+# replay_lsn reaches only when a record arrives there (the next standby
+# snapshot, up to 15 s later).
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('flush'));
 cmp_ok($standby->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 	'>=', $primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 	'with fencing preloaded the standby replays and covers the primary');
