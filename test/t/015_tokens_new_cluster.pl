@@ -17,8 +17,8 @@
 use strict;
 use warnings;
 
-use Cwd qw(getcwd);
 use File::Temp qw(tempdir);
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -153,33 +153,25 @@ cmp_ok($first, '>', $old_last, "restored: the first token is above the old clust
 cmp_ok($first, '>', $max_fence, 'restored: the first token is above every fence in the data');
 $restored->stop;
 
-# pg_upgrade (same major version, a fresh data directory).
+# pg_upgrade (same major version, a fresh data directory).  It runs in the
+# background while the point-in-time recovery below, on clusters of its
+# own, runs; its result and the upgraded cluster are checked after that.
 $old_last = issue_at_lead_bound($old);
 $old->stop;
 my $upgraded = new_node('upgraded', $real_tolerance);
 my $bindir = $old->config_data('--bindir');
-{
-	my $home = getcwd();
-	my $cwd = "$tmp/upgrade";
-	mkdir $cwd or die "could not create $cwd: $!";
-	chdir $cwd or die "could not chdir to $cwd: $!";
-	command_ok(
-		[
-			'pg_upgrade', '--no-sync',
-			'-d', $old->data_dir, '-D', $upgraded->data_dir,
-			'-b', $bindir, '-B', $bindir,
-			'-s', $old->host, '-p', $old->port, '-P', $upgraded->port
-		],
-		'pg_upgrade of the old cluster');
-	chdir $home or die "could not chdir back to $home: $!";
-}
-$upgraded->start;
-is($upgraded->safe_psql('postgres', 'SELECT count(*) FROM invoice'),
-	'100', 'the upgraded cluster has the data');
-my $upgraded_first = $upgraded->safe_psql('postgres', 'SELECT fencing.next_token()');
-cmp_ok($upgraded_first, '>', $old_last,
-	"upgraded: the first token is above the old cluster's last");
-$upgraded->stop;
+my $upgrade_cwd = "$tmp/upgrade";
+my $upgrade_log = "$tmp/pg_upgrade.log";
+mkdir $upgrade_cwd or die "could not create $upgrade_cwd: $!";
+my @upgrade_cmd = (
+	'pg_upgrade', '--no-sync',
+	'-d', $old->data_dir, '-D', $upgraded->data_dir,
+	'-b', $bindir, '-B', $bindir,
+	'-s', $old->host, '-p', $old->port, '-P', $upgraded->port);
+note "Running in the background: @upgrade_cmd";
+my $upgrade = IPC::Run::start(\@upgrade_cmd,
+	init => sub { chdir $upgrade_cwd or die "could not chdir to $upgrade_cwd: $!" },
+	'<', \undef, '>', $upgrade_log, '2>&1');
 
 # Point-in-time recovery to a moment before a reservation: the recovered
 # cluster never saw the later block, yet continues above its tokens.
@@ -223,6 +215,20 @@ like(slurp_file($recovered->logfile),
 	qr/fresh start above \d+.*\n.*DETAIL:  This server may not know every token issued before \((its state file belongs to another WAL timeline|its data directory was restored from a base backup)\)/,
 	'the log says why the recovered cluster makes a fresh start');
 $recovered->stop;
+
+# The pg_upgrade started above.
+{
+	my $upgrade_ok = $upgrade->finish;
+	note slurp_file($upgrade_log);
+	ok($upgrade_ok, 'pg_upgrade of the old cluster');
+}
+$upgraded->start;
+is($upgraded->safe_psql('postgres', 'SELECT count(*) FROM invoice'),
+	'100', 'the upgraded cluster has the data');
+my $upgraded_first = $upgraded->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($upgraded_first, '>', $old_last,
+	"upgraded: the first token is above the old cluster's last");
+$upgraded->stop;
 
 # A clock that steps back under a running server (the 0.5 s behind one
 # from above, whose offset a file holds).
