@@ -44,10 +44,12 @@ $standby->start;
 my $missed = PostgreSQL::Test::Cluster->new('async_missed');
 $missed->init_from_backup($primary, 'backup', has_streaming => 1);
 $missed->start;
-# Up to what the primary flushed, not its insert position: right after the
-# backup's WAL switch that points past the next segment's page header,
-# which replay_lsn reaches only when a record arrives there (the next
-# standby snapshot, up to 15 s later).
+# The standbys wait for what the primary flushed (a reservation is flushed
+# before advance_token or next_token returns), not for its insert position:
+# when the last record ends at a page or segment boundary (as right after
+# the backup's WAL switch) that points past the next page's header, which
+# replay_lsn reaches only when a record arrives there (the next standby
+# snapshot, up to 15 s later).
 $primary->wait_for_catchup($standby, 'replay', $primary->lsn('flush'));
 $primary->wait_for_catchup($missed, 'replay', $primary->lsn('flush'));
 
@@ -100,7 +102,7 @@ my $far = $primary->safe_psql('postgres',
 	'SELECT fencing.advance_token(fencing.latest_token() + 100000000)');
 my $batch = $primary->safe_psql('postgres',
 	'SELECT max(t) FROM (SELECT fencing.next_token() AS t FROM generate_series(1, 5000)) s');
-$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('flush'));
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),
 	't', 'state file not writable: the standby keeps replaying');
 cmp_ok($standby->safe_psql('postgres', 'SELECT fencing.latest_token()'),
@@ -115,7 +117,7 @@ like(slurp_file($standby->logfile, $log_offset),
 rmdir($state_path) or die "could not remove directory $state_path: $!";
 $primary->safe_psql('postgres',
 	'SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
-$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+$primary->wait_for_catchup($standby, 'replay', $primary->lsn('flush'));
 my $standby_file = state_file_limit($standby);
 ok(defined $standby_file, "the standby's data directory has a valid fencing.state again");
 cmp_ok($standby_file // 0, '>=',
