@@ -196,7 +196,7 @@ $node->backup('backup');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($node, 'backup', has_streaming => 1);
 $standby->start;
-$node->wait_for_catchup($standby, 'replay', $node->lsn('insert'));
+$node->wait_for_catchup($standby, 'replay', $node->lsn('flush'));
 foreach my $token ('fencing.latest_token() + 1000', 'fencing.latest_token() - 1')
 {
 	my ($ret, $stdout, $stderr) = $standby->psql(
