@@ -281,6 +281,34 @@ slot_end_write(LockSlot *slot)
 }
 
 /*
+ * Copy a slot's fields once, between two reads of its change counter.
+ * True when the copy is consistent (no write was in progress or happened
+ * meanwhile); the copy is made either way, every length bounded, for a
+ * reader that must take a slot a dead backend left half written.
+ */
+static bool
+slot_copy(LockSlot *slot, LockSlotData *copy)
+{
+	uint32		before = pg_atomic_read_u32(&slot->changecount);
+
+	pg_read_barrier();
+	copy->state = slot->data.state;
+	copy->namelen = Min(slot->data.namelen, FENCING_NAME_MAX_BYTES);
+	copy->mode = slot->data.mode;
+	copy->permit = slot->data.permit;
+	copy->permits = slot->data.permits;
+	copy->dboid = slot->data.dboid;
+	copy->pid = slot->data.pid;
+	copy->key = slot->data.key;
+	copy->token = slot->data.token;
+	copy->since = slot->data.since;
+	memcpy(copy->name, slot->data.name, copy->namelen);
+	pg_read_barrier();
+	return (before & 1) == 0 &&
+		before == pg_atomic_read_u32(&slot->changecount);
+}
+
+/*
  * Copy a slot another backend may be writing.  Retries while a write is in
  * progress or happened during the copy, so the copy is one the owner
  * published.  Returns whether the slot stood for a lock.
@@ -288,33 +316,9 @@ slot_end_write(LockSlot *slot)
 static bool
 slot_read(LockSlot *slot, LockSlotData *copy)
 {
-	for (;;)
-	{
-		uint32		before;
-		uint32		after;
-
-		before = pg_atomic_read_u32(&slot->changecount);
-		pg_read_barrier();
-		if ((before & 1) == 0)
-		{
-			copy->state = slot->data.state;
-			copy->namelen = Min(slot->data.namelen, FENCING_NAME_MAX_BYTES);
-			copy->mode = slot->data.mode;
-			copy->permit = slot->data.permit;
-			copy->permits = slot->data.permits;
-			copy->dboid = slot->data.dboid;
-			copy->pid = slot->data.pid;
-			copy->key = slot->data.key;
-			copy->token = slot->data.token;
-			copy->since = slot->data.since;
-			memcpy(copy->name, slot->data.name, copy->namelen);
-			pg_read_barrier();
-			after = pg_atomic_read_u32(&slot->changecount);
-			if (before == after)
-				return copy->state != LOCK_SLOT_FREE;
-		}
+	while (!slot_copy(slot, copy))
 		SPIN_DELAY();
-	}
+	return copy->state != LOCK_SLOT_FREE;
 }
 
 /*
@@ -614,7 +618,6 @@ fencing_lock_registry_held_locks(void (*fn) (const FencingLockDelay *held))
 		return;
 	for (i = 0; i < Min(registry->capacity, max_tracked_locks); i++)
 	{
-		LockSlot   *slot = &slots[i].slot;
 		LockSlotData copy;
 		FencingLockDelay held;
 		int			tries;
@@ -622,16 +625,8 @@ fencing_lock_registry_held_locks(void (*fn) (const FencingLockDelay *held))
 		if (pg_atomic_read_u32(&owners[i]) == 0)
 			continue;
 		for (tries = 0; tries < 100; tries++)
-		{
-			uint32		before = pg_atomic_read_u32(&slot->changecount);
-
-			pg_read_barrier();
-			copy = slot->data;
-			pg_read_barrier();
-			if ((before & 1) == 0 &&
-				before == pg_atomic_read_u32(&slot->changecount))
+			if (slot_copy(&slots[i].slot, &copy))
 				break;
-		}
 		if (copy.state != LOCK_SLOT_GRANTED)
 			continue;
 		slot_describe(&copy, &held);
