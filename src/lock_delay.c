@@ -369,6 +369,20 @@ lock_delay_shmem_startup(void)
 }
 
 /*
+ * The delay of a lock whose holder was lost just now: fencing.lock_delay
+ * from now.
+ */
+static FencingLockDelay
+delay_starting_now(const FencingLockDelay *held)
+{
+	FencingLockDelay delay = *held;
+
+	delay.since = GetCurrentTimestamp();
+	delay.until = TimestampTzPlusMilliseconds(delay.since, lock_delay_ms);
+	return delay;
+}
+
+/*
  * The postmaster's copy of one delay, grown as needed in its own memory.
  */
 static void
@@ -393,12 +407,11 @@ carry(const FencingLockDelay *delay)
 static void
 carry_held(const FencingLockDelay *held)
 {
-	FencingLockDelay delay = *held;
+	FencingLockDelay delay;
 
 	if (lock_delay_ms <= 0)
 		return;
-	delay.since = GetCurrentTimestamp();
-	delay.until = TimestampTzPlusMilliseconds(delay.since, lock_delay_ms);
+	delay = delay_starting_now(held);
 	carry(&delay);
 }
 
@@ -574,9 +587,7 @@ fencing_lock_delay_start(const FencingLockDelay *held)
 
 	if (lock_delay_ms <= 0 || delays == NULL)
 		return;
-	delay = *held;
-	delay.since = GetCurrentTimestamp();
-	delay.until = TimestampTzPlusMilliseconds(delay.since, lock_delay_ms);
+	delay = delay_starting_now(held);
 
 	LWLockAcquire(delays->lock, LW_EXCLUSIVE);
 	delay_put(&delay);
