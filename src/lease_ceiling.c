@@ -472,10 +472,8 @@ ceiling_rearm(void)
 static void
 ceiling_rearm_after_error(void)
 {
-	if (ceiling_count == 0 || proc_exit_inprogress)
-		return;
-	core_timer_rearm_after_error(ceilings[ceiling_count - 1].deadline);
-	termination_timer_sync();
+	if (ceiling_count > 0 && !proc_exit_inprogress)
+		core_timer_rearm_after_error(ceilings[ceiling_count - 1].deadline);
 }
 
 /*
@@ -534,8 +532,8 @@ fencing_lease_ceiling_set(const char *name, int namelen, int max_hold_ms)
  * Called after each top-level statement, to put back what the holder's own
  * statements may have stopped: on PostgreSQL 17 and later the session can
  * switch core's timer off (SET transaction_timeout = 0, RESET, set_config),
- * which is put back and said; and a refused statement in an aborted
- * subtransaction that the log hook did not see may have stopped both.
+ * which is put back and said.  The extension's own timer needs nothing:
+ * only this file moves it.
  */
 void
 fencing_lease_ceiling_keep(void)
@@ -545,7 +543,6 @@ fencing_lease_ceiling_keep(void)
 	if (ceiling_count == 0)
 		return;
 	c = &ceilings[ceiling_count - 1];
-	termination_timer_sync();
 	if (!core_timer_arm(c->deadline))
 		return;
 	ereport(WARNING,
