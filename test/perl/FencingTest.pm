@@ -17,7 +17,31 @@ use Time::HiRes ();
 
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
-  sql_text start_pgbouncer stop_pgbouncer run_gated_clients @WHITE_SPACE @IGNORABLE);
+  sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
+  @WHITE_SPACE @IGNORABLE);
+
+# The holder $h (a hash whose "session" is a background_psql in an open
+# transaction) takes a lease on $name with a ttl of an hour, so that its
+# idle limit never ends it, and a max_hold.  The server's clock just before
+# the call becomes $h->{t0}, unless an earlier lease set it.  Returns the
+# token.
+sub take_lease
+{
+	my ($h, $name, $max_hold) = @_;
+	my ($t0, $token) = split /\|/,
+	  $h->{session}->query_safe(
+		"SELECT clock_timestamp(), fencing.lease('$name', '1 hour', '$max_hold')");
+	$h->{t0} //= $t0;
+	return $token;
+}
+
+# Whether the backend $pid of $node has gone (polls for a while).
+sub session_gone
+{
+	my ($node, $pid) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
+}
 
 # Run one psql process (ON_ERROR_STOP) per SQL script text against the
 # database "postgres" of $node, all starting at the same moment: each script

@@ -27,6 +27,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(take_lease session_gone);
 use Time::HiRes qw(time sleep);
 
 my $node = PostgreSQL::Test::Cluster->new('ceiling');
@@ -60,17 +63,6 @@ sub holder
 	return { session => $s, pid => $pid };
 }
 
-# Take a lease in the holder's open transaction; note t0 first.
-sub take
-{
-	my ($h, $name, $max_hold) = @_;
-	my ($t0, $token) = split /\|/,
-	  $h->{session}->query_safe(
-		"SELECT clock_timestamp(), fencing.lease('$name', '1 hour', '$max_hold')");
-	$h->{t0} //= $t0;
-	return $token;
-}
-
 # Poll try_lock on name from other sessions until it is free (at most 30 s).
 # Returns whether it became free, whether every free finding came at least
 # $limit after t0, and the seconds from t0 to the first free finding.
@@ -92,13 +84,6 @@ sub wait_free
 	return (0, 1, undef);
 }
 
-sub session_gone
-{
-	my ($pid) = @_;
-	return $node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
-}
-
 # The report that ended a holder's session, as the server log has it: the
 # server sends the holder the same FATAL report.  (A busy holder's psql
 # exits on it before a test can read what it printed.)
@@ -115,23 +100,23 @@ sub ended_with
 
 # busy: in a 60 s statement
 my $busy = holder('BEGIN');
-take($busy, 'busy', '2 seconds');
+take_lease($busy, 'busy', '2 seconds');
 $busy->{session}->query_until(qr/sleeping/, "\\echo sleeping\nSELECT pg_sleep(60);\n");
 
 # idle: sends nothing after its lease
 my $idle = holder('BEGIN');
-take($idle, 'idle', '2 seconds');
+take_lease($idle, 'idle', '2 seconds');
 
 # an earlier lease's ceiling wins over a later, longer one
 my $earlier = holder('BEGIN');
-take($earlier, 'earlier-a', '2 seconds');
-take($earlier, 'earlier-b', '1 hour');
+take_lease($earlier, 'earlier-a', '2 seconds');
+take_lease($earlier, 'earlier-b', '1 hour');
 
 # a later, shorter ceiling shortens an earlier, longer one (t0 is the
 # second lease's)
 my $shorter = holder('BEGIN');
 $shorter->{session}->query_safe("SELECT fencing.lease('shorter-a', '1 hour', '1 hour')");
-take($shorter, 'shorter-b', '2 seconds');
+take_lease($shorter, 'shorter-b', '2 seconds');
 
 # a sub-millisecond max_hold rounds up to 1 ms, not to "no ceiling"
 my $tiny = holder('BEGIN');
@@ -143,7 +128,7 @@ $tiny->{session}->query_until(qr/sleeping/,
 
 # commits before max_hold; its next transaction runs past the old deadline
 my $committed = holder('BEGIN');
-take($committed, 'committed', '2 seconds');
+take_lease($committed, 'committed', '2 seconds');
 $committed->{session}->query_safe('COMMIT');
 
 # a procedure that COMMITs after its lease, then runs past the deadline
@@ -152,7 +137,7 @@ $proc->{session}->query_until(qr/calling/, "\\echo calling\nCALL lease_then_comm
 
 # a lease with max_hold rolled back with its savepoint
 my $rolled_back = holder('BEGIN', 'SAVEPOINT s');
-take($rolled_back, 'rolled-back', '2 seconds');
+take_lease($rolled_back, 'rolled-back', '2 seconds');
 $rolled_back->{session}->query_safe('ROLLBACK TO SAVEPOINT s');
 
 # ---- 17+: the session's transaction_timeout ----------------------------
@@ -164,13 +149,13 @@ if ($through_core)
 	# (core's timer runs from the transaction's start)
 	$tt_shorter = holder("SET transaction_timeout = '2s'", 'BEGIN');
 	$tt_shorter->{t0} = $tt_shorter->{session}->query_safe('SELECT transaction_timestamp()');
-	take($tt_shorter, 'tt-shorter', '1 hour');
+	take_lease($tt_shorter, 'tt-shorter', '1 hour');
 	# its hour is shortened to the 2 s max_hold
 	$tt_longer = holder("SET transaction_timeout = '1h'", 'BEGIN');
-	take($tt_longer, 'tt-longer', '2 seconds');
+	take_lease($tt_longer, 'tt-longer', '2 seconds');
 	# switching it off in the transaction does not lift the ceiling
 	$tt_off = holder('BEGIN');
-	take($tt_off, 'tt-off', '2 seconds');
+	take_lease($tt_off, 'tt-off', '2 seconds');
 	$tt_off->{session}->{stderr} = '';
 	$tt_off->{session}->query('SET transaction_timeout = 0');
 	like($tt_off->{session}->{stderr},
@@ -200,7 +185,7 @@ for my $case (@ended)
 	ok($not_early, "$what: never before $limit");
 	ok(defined $elapsed && $elapsed < 30,
 		"$what: well before 60 s (" . ($elapsed // 'never') . ' s)');
-	ok($free && session_gone($h->{pid}), "$what: the holder's session is gone");
+	ok($free && session_gone($node, $h->{pid}), "$what: the holder's session is gone");
 	like(ended_with($h), $fatal, "$what: the server ends it with core's report");
 }
 

@@ -29,6 +29,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(take_lease session_gone);
 use Time::HiRes qw(time sleep);
 
 my $node = PostgreSQL::Test::Cluster->new('ceiling_shapes');
@@ -57,17 +60,6 @@ sub holder
 	my $pid = $s->query_safe('SELECT pg_backend_pid()');
 	$s->query_safe($_) for ('BEGIN', @setup);
 	return { session => $s, pid => $pid };
-}
-
-# Take a lease in the holder's transaction; note t0 first.
-sub take
-{
-	my ($h, $name, $max_hold) = @_;
-	my ($t0, $token) = split /\|/,
-	  $h->{session}->query_safe(
-		"SELECT clock_timestamp(), fencing.lease('$name', '1 hour', '$max_hold')");
-	$h->{t0} //= $t0;
-	return $token;
 }
 
 # Poll try_lock on every name until each is free (at most 30 s in all),
@@ -99,22 +91,15 @@ sub wait_all_free
 	return map { $seen{ $_->[2] } // [ 0, 1, undef ] } @$cases;
 }
 
-sub session_gone
-{
-	my ($pid) = @_;
-	return $node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
-}
-
 # error inside a savepoint, then idle: the outer transaction keeps the lock
 my $error_idle = holder();
-take($error_idle, 'error-idle', '2 seconds');
+take_lease($error_idle, 'error-idle', '2 seconds');
 $error_idle->{session}->query_safe('SAVEPOINT s');
 $error_idle->{session}->query('SELECT 1/0');
 
 # a statement_timeout cancel inside a savepoint, then idle
 my $cancel_idle = holder();
-take($cancel_idle, 'cancel-idle', '2 seconds');
+take_lease($cancel_idle, 'cancel-idle', '2 seconds');
 $cancel_idle->{session}->query_safe('SAVEPOINT s');
 $cancel_idle->{session}->query_safe("SET LOCAL statement_timeout = '100ms'");
 $cancel_idle->{session}->query('SELECT pg_sleep(5)');
@@ -127,7 +112,7 @@ $blocker->query_safe('BEGIN');
 $blocker->query_safe('SELECT * FROM copied FOR UPDATE');
 $blocker->query_safe("SELECT fencing.try_lock('held-by-blocker')");
 my $lock_wait = holder();
-take($lock_wait, 'lock-wait', '2 seconds');
+take_lease($lock_wait, 'lock-wait', '2 seconds');
 $lock_wait->{session}->query_safe('SAVEPOINT s');
 $lock_wait->{session}->query_safe("SET LOCAL lock_timeout = '100ms'");
 $lock_wait->{session}->query('SELECT * FROM copied FOR UPDATE');
@@ -135,7 +120,7 @@ $lock_wait->{session}->query('SELECT * FROM copied FOR UPDATE');
 # error inside a savepoint, then a statement every 0.1 s (each refused:
 # the subtransaction is aborted), so the holder is never idle for long
 my $error_busy = holder();
-take($error_busy, 'error-busy', '2 seconds');
+take_lease($error_busy, 'error-busy', '2 seconds');
 $error_busy->{session}->query_safe('SAVEPOINT s');
 $error_busy->{session}->query('SELECT 1/0');
 my $error_busy_tick = sub {
@@ -148,34 +133,34 @@ my $error_busy_tick = sub {
 
 # pg_sleep in a PL/pgSQL block that catches everything
 my $catch_all = holder();
-take($catch_all, 'catch-all', '2 seconds');
+take_lease($catch_all, 'catch-all', '2 seconds');
 $catch_all->{session}->query_until(qr/sleeping/,
 	"\\echo sleeping\nSELECT sleep_catching_all(60);\n");
 
 # COPY FROM STDIN whose client never sends the data
 my $copy = holder();
-take($copy, 'copy', '2 seconds');
+take_lease($copy, 'copy', '2 seconds');
 $copy->{session}->query_until(qr/copying/, "\\echo copying\nCOPY copied FROM STDIN;\n");
 
 # a WITH HOLD cursor whose query runs at COMMIT
 my $with_hold = holder();
-take($with_hold, 'with-hold', '2 seconds');
+take_lease($with_hold, 'with-hold', '2 seconds');
 $with_hold->{session}->query_safe(
 	'DECLARE c CURSOR WITH HOLD FOR SELECT pg_sleep(60)');
 $with_hold->{session}->query_until(qr/committing/, "\\echo committing\nCOMMIT;\n");
 
 # the same name leased again with a later max_hold, then idle
 my $again = holder();
-take($again, 'again', '2 seconds');
+take_lease($again, 'again', '2 seconds');
 $again->{session}->query_safe("SELECT pg_sleep(0.1), fencing.lease('again', '1 hour', '1 hour')");
 
 # try_lock first, the lease with max_hold second, then idle
 my $try_first = holder('SELECT fencing.try_lock(\'try-first\')');
-take($try_first, 'try-first', '2 seconds');
+take_lease($try_first, 'try-first', '2 seconds');
 
 # a savepoint rolled back that did not take the lease, then idle
 my $other_sp = holder();
-take($other_sp, 'other-savepoint', '2 seconds');
+take_lease($other_sp, 'other-savepoint', '2 seconds');
 $other_sp->{session}->query_safe('SAVEPOINT s');
 $other_sp->{session}->query_safe("SELECT fencing.lease('other-savepoint-2', '1 hour', '1 hour')");
 $other_sp->{session}->query_safe('ROLLBACK TO SAVEPOINT s');
@@ -183,7 +168,7 @@ $other_sp->{session}->query_safe('ROLLBACK TO SAVEPOINT s');
 # COPY TO STDOUT whose client stops reading: psql blocks writing to its
 # stdout, which this script does not read, so the backend blocks sending
 my $copy_out = holder();
-take($copy_out, 'copy-out', '2 seconds');
+take_lease($copy_out, 'copy-out', '2 seconds');
 $copy_out->{session}->{stdin} .=
   "COPY (SELECT repeat('x', 1000) FROM generate_series(1, 1000000)) TO STDOUT;\n";
 $copy_out->{session}->{run}->pump_nb;
@@ -193,11 +178,11 @@ ok( $node->poll_query_until('postgres',
 
 # waits without a timeout: for a row lock, and in fencing.lock()
 my $row_wait = holder();
-take($row_wait, 'row-wait', '2 seconds');
+take_lease($row_wait, 'row-wait', '2 seconds');
 $row_wait->{session}->query_until(qr/waiting/,
 	"\\echo waiting\nSELECT * FROM copied FOR UPDATE;\n");
 my $lock_fn_wait = holder();
-take($lock_fn_wait, 'lock-fn-wait', '2 seconds');
+take_lease($lock_fn_wait, 'lock-fn-wait', '2 seconds');
 $lock_fn_wait->{session}->query_until(qr/waiting/,
 	"\\echo waiting\nSELECT fencing.lock('held-by-blocker');\n");
 
@@ -214,11 +199,11 @@ CREATE FUNCTION sleep_without_transaction_timeout(seconds float8) RETURNS void
 LANGUAGE sql SET transaction_timeout = 0 AS 'SELECT pg_sleep(seconds)';
 EOF2
 	my $set_clause = holder();
-	take($set_clause, 'set-clause', '2 seconds');
+	take_lease($set_clause, 'set-clause', '2 seconds');
 	$set_clause->{session}->query_until(qr/sleeping/,
 		"\\echo sleeping\nSELECT sleep_without_transaction_timeout(60);\n");
 	my $set_config = holder();
-	take($set_config, 'set-config', '2 seconds');
+	take_lease($set_config, 'set-config', '2 seconds');
 	$set_config->{session}->query_until(qr/sleeping/,
 		"\\echo sleeping\nSELECT set_config('transaction_timeout', '0', true), pg_sleep(60);\n");
 	@v17_cases = (
@@ -250,7 +235,7 @@ for my $i (0 .. $#cases)
 	ok($not_early, "$what: never before max_hold");
 	ok(defined $elapsed && $elapsed < 30,
 		"$what: well before 30 s (" . ($elapsed // 'never') . ' s)');
-	ok($free && session_gone($h->{pid}), "$what: the holder's session is gone");
+	ok($free && session_gone($node, $h->{pid}), "$what: the holder's session is gone");
 	ok( $node->log_contains(
 			qr/LOG:  fencing lease "\Q$name\E" reached its max_hold of 2000 ms; the server ended its session/),
 		"$what: the server log names the lease");

@@ -28,6 +28,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(take_lease session_gone);
 use Time::HiRes qw(time sleep);
 
 my $node = PostgreSQL::Test::Cluster->new('ceiling_accounting');
@@ -58,13 +61,6 @@ sub holder
 		"SELECT clock_timestamp(), fencing.lease('$name', '$ttl', '$max_hold')");
 	die "no lease on $name" unless length $token;
 	return { session => $s, pid => $pid, t0 => $t0, name => $name };
-}
-
-sub session_gone
-{
-	my ($pid) = @_;
-	return $node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
 }
 
 # Poll try_lock until the name is free (at most 30 s), calling tick (if
@@ -105,22 +101,22 @@ my $terminated = holder('terminated', '1 hour', '1 hour');
 my $expired = holder('expired', '1 second', '1 hour');
 
 ok(sql("SELECT pg_terminate_backend($terminated->{pid})") eq 't'
-	  && session_gone($terminated->{pid}),
+	  && session_gone($node, $terminated->{pid}),
 	'a holder terminated before its max_hold is gone');
 
 my ($free, $not_early) = wait_free($refused, '2 seconds', $refused_tick);
 ok($free,
 	'refused statements, log_min_messages = fatal: another session gets the name');
 ok($not_early, 'refused statements, log_min_messages = fatal: never before max_hold');
-ok(session_gone($refused->{pid}),
+ok(session_gone($node, $refused->{pid}),
 	"refused statements, log_min_messages = fatal: the holder's session is gone");
 
 ($free, $not_early) = wait_free($quiet, '2 seconds');
 ok($free, 'log_min_messages = panic: another session gets the name');
 ok($not_early, 'log_min_messages = panic: never before max_hold');
-ok(session_gone($quiet->{pid}),
+ok(session_gone($node, $quiet->{pid}),
 	"log_min_messages = panic: the holder's session is gone");
-ok(session_gone($expired->{pid}), 'the holder whose ttl passed is gone');
+ok(session_gone($node, $expired->{pid}), 'the holder whose ttl passed is gone');
 
 is( sql('SELECT leases_ceiling_ended, leases_expired FROM fencing.stats'),
 	'2|1',
@@ -140,7 +136,7 @@ $node->poll_query_until('postgres',
   or die 'fencing.lock_delay did not become 1h';
 
 my $delayed = holder('delayed', '1 hour', '2 seconds');
-ok(session_gone($delayed->{pid}),
+ok(session_gone($node, $delayed->{pid}),
 	'lock_delay on: the ceiling ends the holder');
 is( sql("SELECT delayed_until > now() + '50 minutes' FROM fencing.locks
 		  WHERE name = 'delayed' AND delayed_until IS NOT NULL"),
