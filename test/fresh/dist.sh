@@ -45,7 +45,7 @@ die()
 }
 
 # The release version: META.json's top-level "version" (three spaces in),
-# checked against the control file's default_version (1.1 for 1.1.0).
+# checked against the control file's default_version (1.2 for 1.2.0).
 dist_version()
 {
 	local ref=$1 meta control version default_version

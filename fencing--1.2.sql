@@ -1,4 +1,4 @@
-/* fencing--1.1.sql */
+/* fencing--1.2.sql */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
