@@ -202,7 +202,7 @@ extern void fencing_warn_other_row_triggers(Oid relid, const char *caller);
 
 /* statement_hooks.c */
 extern void fencing_statement_hooks_init(void);
-extern bool fencing_merge_running(void);
+extern struct QueryDesc *fencing_running_query(void);
 extern bool fencing_called_from_top_level(void);
 extern void fencing_lease_keep_limit(void);
 extern int	fencing_statement_depth(void);
