@@ -370,6 +370,31 @@ INSERT INTO plain_log VALUES (2, :old_token);
 SELECT count(*) AS log_rows FROM plain_log;
 SELECT id, fence = :token AS fence_is_token FROM plain ORDER BY id;
 
+------------------------------------------------------------------------
+-- The fence trigger keeps its name: protect() and the tables added
+-- under a protected parent later find it by that name
+------------------------------------------------------------------------
+CREATE TABLE named (id int, fence bigint);
+SELECT fencing.protect('named');
+CREATE TABLE named_p (id int, fence bigint) PARTITION BY LIST (id);
+CREATE TABLE named_p1 PARTITION OF named_p FOR VALUES IN (1);
+SELECT fencing.protect('named_p');
+ALTER TRIGGER fencing_reject_stale ON named RENAME TO my_fence;
+ALTER TRIGGER fencing_reject_stale ON named_p RENAME TO my_fence;
+-- a trigger of another function may take the name
+CREATE TABLE other_named (id int, fence bigint);
+CREATE TRIGGER other_trigger BEFORE INSERT ON other_named
+	FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger();
+ALTER TRIGGER other_trigger ON other_named RENAME TO fencing_reject_stale;
+-- a child added later follows the fence, and protect() again replaces the
+-- trigger rather than adding a second one
+CREATE TABLE named_child () INHERITS (named);
+SELECT * FROM fence_triggers('named');
+SELECT fencing.protect('named');
+SELECT fencing.protect('named_p');
+SELECT * FROM fence_triggers('named');
+SELECT * FROM fence_triggers('named_p');
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA fence_ddl_apac CASCADE;
