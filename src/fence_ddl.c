@@ -29,6 +29,8 @@
  *	  would stand in for the writer's token; ALTER TABLE refuses to give the
  *	  fence column of a protected table one, so that the mistake shows when
  *	  it is made (the trigger refuses such a column as well when it fires).
+ *	- protect(), and the tables added under a protected parent later, find
+ *	  the fence trigger by its name: ALTER TRIGGER refuses to rename it.
  *
  * What the owner of a table may still do on purpose (disable the trigger,
  * drop it from an inheritance child, detach a partition, replicate with
@@ -576,8 +578,36 @@ fence_check_attach_partition(AlterTableStmt *stmt)
 }
 
 /*
+ * ALTER TRIGGER ... RENAME of the trigger protect() installed: the table
+ * would keep a fence that protect() no longer finds (it would install a
+ * second one) and that inheritance children added later would not
+ * follow.  Refused before it runs, for every role; names are resolved as
+ * PostgreSQL will, without a lock.
+ */
+static void
+fence_check_rename_trigger(RenameStmt *stmt)
+{
+	Oid			relid;
+	FenceTrigger *fence;
+
+	if (stmt->renameType != OBJECT_TRIGGER ||
+		strcmp(stmt->subname, FENCE_TRIGGER_NAME) != 0)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || (fence = fencing_protect_trigger(relid)) == NULL)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot rename trigger \"%s\" on protected table %s",
+					fence->name, fencing_qualified_relid_name(relid)),
+			 errdetail("fencing.protect() and the tables added under a protected table find its fence trigger by this name."),
+			 errhint("Run fencing.unprotect() first to remove the fence.")));
+}
+
+/*
  * Before a utility statement runs: ALTER TABLE on a fence column, ALTER
- * VIEW on a column that writes one, ATTACH PARTITION of a protected table.
+ * VIEW on a column that writes one, ATTACH PARTITION of a protected table,
+ * a rename of the fence trigger.
  */
 void
 fencing_fence_utility_before(PlannedStmt *pstmt)
@@ -588,6 +618,8 @@ fencing_fence_utility_before(PlannedStmt *pstmt)
 		fence_check_alter_view((AlterTableStmt *) pstmt->utilityStmt);
 		fence_check_attach_partition((AlterTableStmt *) pstmt->utilityStmt);
 	}
+	else if (IsA(pstmt->utilityStmt, RenameStmt))
+		fence_check_rename_trigger((RenameStmt *) pstmt->utilityStmt);
 }
 
 /*
