@@ -168,6 +168,7 @@ extern void fencing_validate_fence_column(Relation rel, const char *column,
 extern void fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
 											   const char *who);
 extern void fencing_fence_run_end(void);
+extern void fencing_raise_resource_fence(text *resource, int64 token);
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
