@@ -44,6 +44,8 @@ CREATE ROLE regress_fence_mover;
 GRANT USAGE ON SCHEMA fence_moves TO regress_fence_mover;
 GRANT SELECT, INSERT, UPDATE, DELETE ON sp, sp_live, sp_archive, sp_fenced
 	TO regress_fence_mover;
+-- the unprotected partition lets the role add triggers
+GRANT TRIGGER ON sp_archive TO regress_fence_mover;
 SET ROLE regress_fence_mover;
 -- the intruder's own protected table, a decoy for the move's INSERT half
 CREATE TEMP TABLE decoy (id int, amount int, fence bigint);
@@ -91,6 +93,47 @@ WITH m AS (UPDATE sp SET id = 2, fence = fence WHERE id = 1 RETURNING *),
 	 d AS (INSERT INTO decoy SELECT id, amount, fence FROM m RETURNING *)
 SELECT 1 AS one;
 SELECT * FROM placement;
+
+-- a subtransaction that rolls back while the row moves, inside a trigger
+-- of the destination (the role's own, on the unprotected partition) or of
+-- the source (the owner's, after the fence check), does not undo the move
+CREATE FUNCTION pg_temp.swallow_error() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	BEGIN
+		PERFORM 1 / 0;
+	EXCEPTION WHEN division_by_zero THEN
+		NULL;
+	END;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER swallow BEFORE INSERT ON sp_archive
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.swallow_error();
+SELECT reset_rows();
+UPDATE sp SET id = 2, fence = fence WHERE id = 1;
+SELECT * FROM placement;
+RESET ROLE;
+DROP TRIGGER swallow ON sp_archive;
+CREATE FUNCTION swallow_error() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	BEGIN
+		PERFORM 1 / 0;
+	EXCEPTION WHEN division_by_zero THEN
+		NULL;
+	END;
+	RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+CREATE TRIGGER zz_swallow BEFORE UPDATE OR DELETE ON sp_live
+	FOR EACH ROW EXECUTE FUNCTION swallow_error();
+SET ROLE regress_fence_mover;
+SELECT reset_rows();
+UPDATE sp SET id = 2, fence = fence WHERE id = 1;
+SELECT * FROM placement;
+-- ... nor, when the row stays fenced, does it make the move fail
+UPDATE sp SET id = 4, fence = fence WHERE id = 3;
+SELECT * FROM placement;
+RESET ROLE;
+DROP TRIGGER zz_swallow ON sp_live;
+SET ROLE regress_fence_mover;
 
 -- a no-op UPDATE passes the fence and is cancelled by the later trigger;
 -- a DELETE of the same row in the same command, run after it (it reads
