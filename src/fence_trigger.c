@@ -169,16 +169,21 @@ static int	fence_cache_next = 0;
  *	  (fencing_fence_run_end), went to an unfenced partition, and the
  *	  statement fails.
  *
- * A subtransaction that rolls back undoes the UPDATE but not the command
- * id, so both are cleared at subtransaction abort, and at the end of every
- * transaction.  The pointers are compared only with the nodes of the query
- * running at the same level in the same transaction, never dereferenced.
+ * A subtransaction that rolls back undoes what was done in it, but not the
+ * command id: each is forgotten when the subtransaction it was recorded in
+ * (or one around that) rolls back, and at the end of every transaction.
+ * One that a trigger or function starts and rolls back while the row
+ * moves (an exception block that caught an error) undoes neither the
+ * UPDATE nor the move, and forgets neither.  The pointers are compared
+ * only with the nodes of the query running at the same level in the same
+ * transaction, never dereferenced.
  */
 static struct
 {
 	LocalTransactionId lxid;
 	CommandId	cid;
 	int			depth;			/* fencing_statement_depth() of the UPDATE */
+	SubTransactionId subid;		/* where it was let through */
 	Trigger    *trigger;		/* NULL: none */
 	ItemPointerData tid;
 	int64		fence;			/* the fence the row was updated with */
@@ -189,6 +194,7 @@ static struct
 	bool		pending;
 	LocalTransactionId lxid;
 	int			depth;			/* fencing_statement_depth() of the UPDATE */
+	SubTransactionId subid;		/* where the row left its partition */
 	ModifyTableState *node;		/* the UPDATE that moves the row */
 	Oid			relid;			/* the partition the row left */
 	int64		fence;
@@ -282,7 +288,8 @@ fence_forget_last_update(void)
 
 /*
  * Every end of a transaction (commit, abort, prepare) ends the window in
- * which the DELETE half of a partition move can follow its UPDATE.
+ * which the DELETE half of a partition move can follow its UPDATE, and the
+ * move.
  */
 static void
 fence_xact_callback(XactEvent event, void *arg)
@@ -291,16 +298,25 @@ fence_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * A subtransaction that rolls back undoes the UPDATE it let through, but
- * not the command id: forget it, so that a DELETE of the same row in the
- * same command is checked on its own.
+ * A subtransaction that rolls back undoes the UPDATE it let through and
+ * the move it began, but not the command id: forget them, so that a DELETE
+ * of the same row in the same command is checked on its own.  Those
+ * recorded before it began stand: subtransaction ids grow, so everything
+ * recorded in mySubid or in one nested in it has an id at least mySubid.
  */
 static void
 fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		fence_forget_last_update();
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	if (fence_last_update.subid >= mySubid)
+	{
+		fence_last_update.trigger = NULL;
+		fence_last_update.lxid = InvalidLocalTransactionId;
+	}
+	if (fence_moving_row.subid >= mySubid)
+		fence_moving_row.pending = false;
 }
 
 /*
@@ -1033,6 +1049,7 @@ fence_start_move(TriggerData *trigdata, const char *column)
 	fence_moving_row.pending = true;
 	fence_moving_row.lxid = FENCING_MY_LXID;
 	fence_moving_row.depth = fencing_statement_depth();
+	fence_moving_row.subid = GetCurrentSubTransactionId();
 	fence_moving_row.node = node;
 	fence_moving_row.relid = RelationGetRelid(trigdata->tg_relation);
 	fence_moving_row.fence = fence_last_update.fence;
@@ -1186,6 +1203,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		fence_last_update.lxid = FENCING_MY_LXID;
 		fence_last_update.cid = GetCurrentCommandId(false);
 		fence_last_update.depth = fencing_statement_depth();
+		fence_last_update.subid = GetCurrentSubTransactionId();
 		fence_last_update.tid = oldtuple->t_self;
 		fence_last_update.fence = writer;
 
