@@ -45,7 +45,10 @@
  * access, no allocation unless T is stamped into the row.  The column
  * number and the mode are resolved the first time a trigger fires and
  * cached until the next relcache invalidation, and fencing.token is parsed
- * once when it is set, not per row.
+ * once when it is set, not per row.  Without T, an UPDATE also looks at
+ * the running query's ModifyTable nodes (one or a few) for a MERGE, and a
+ * row moving to another partition has the nodes' result relations
+ * searched for the one that fired, in memory.
  *
  * Copyright (c) 2026, the fencing developers
  *
