@@ -288,6 +288,28 @@ SELECT pg_catalog.pg_extension_config_dump('fencing.resource_fences', '');
 REVOKE ALL ON fencing.resource_fences FROM PUBLIC;
 GRANT SELECT ON fencing.resource_fences TO PUBLIC;
 
+-- Only check_fence raises a watermark, and none goes down (F8): the
+-- table's owner, members of pg_write_all_data and superusers can write the
+-- table, so a trigger holds the rule for every role.  New rows, as
+-- pg_restore loads them, need a canonical name and an issued token.
+CREATE FUNCTION fencing.guard_resource_fences()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'fencing_guard_resource_fences'
+LANGUAGE C;
+
+COMMENT ON FUNCTION fencing.guard_resource_fences() IS
+'trigger on fencing.resource_fences: a watermark is raised only by check_fence and never lowered; new rows need a canonical name and an issued token; DELETE and TRUNCATE are refused';
+
+REVOKE EXECUTE ON FUNCTION fencing.guard_resource_fences() FROM PUBLIC;
+
+CREATE TRIGGER resource_fences_guard
+	BEFORE INSERT OR UPDATE OR DELETE ON fencing.resource_fences
+	FOR EACH ROW EXECUTE FUNCTION fencing.guard_resource_fences();
+
+CREATE TRIGGER resource_fences_guard_truncate
+	BEFORE TRUNCATE ON fencing.resource_fences
+	FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_resource_fences();
+
 CREATE FUNCTION fencing.check_fence(resource text, token bigint)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'fencing_check_fence'

@@ -370,6 +370,95 @@ INSERT INTO plain_log VALUES (2, :old_token);
 SELECT count(*) AS log_rows FROM plain_log;
 SELECT id, fence = :token AS fence_is_token FROM plain ORDER BY id;
 
+------------------------------------------------------------------------
+-- The fence trigger keeps its name: protect() and the tables added
+-- under a protected parent later find it by that name
+------------------------------------------------------------------------
+CREATE TABLE named (id int, fence bigint);
+SELECT fencing.protect('named');
+CREATE TABLE named_p (id int, fence bigint) PARTITION BY LIST (id);
+CREATE TABLE named_p1 PARTITION OF named_p FOR VALUES IN (1);
+SELECT fencing.protect('named_p');
+ALTER TRIGGER fencing_reject_stale ON named RENAME TO my_fence;
+ALTER TRIGGER fencing_reject_stale ON named_p RENAME TO my_fence;
+-- a trigger of another function may take the name
+CREATE TABLE other_named (id int, fence bigint);
+CREATE TRIGGER other_trigger BEFORE INSERT ON other_named
+	FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger();
+ALTER TRIGGER other_trigger ON other_named RENAME TO fencing_reject_stale;
+-- a child added later follows the fence, and protect() again replaces the
+-- trigger rather than adding a second one
+CREATE TABLE named_child () INHERITS (named);
+SELECT * FROM fence_triggers('named');
+SELECT fencing.protect('named');
+SELECT fencing.protect('named_p');
+SELECT * FROM fence_triggers('named');
+SELECT * FROM fence_triggers('named_p');
+
+------------------------------------------------------------------------
+-- The owner's switches that turn the fence off, or that let another
+-- trigger change what it checks, are named in a WARNING
+------------------------------------------------------------------------
+CREATE TABLE switched (id int, fence bigint);
+SELECT fencing.protect('switched');
+CREATE TABLE switched_p (id int, fence bigint) PARTITION BY LIST (id);
+CREATE TABLE switched_p1 PARTITION OF switched_p FOR VALUES IN (1);
+SELECT fencing.protect('switched_p');
+CREATE FUNCTION fill_fence() RETURNS trigger LANGUAGE plpgsql AS
+	$$ BEGIN NEW.fence := fencing.latest_token(); RETURN NEW; END $$;
+-- the fence trigger switched off, or to fire only for replication
+ALTER TABLE switched DISABLE TRIGGER fencing_reject_stale;
+ALTER TABLE switched ENABLE TRIGGER fencing_reject_stale;
+ALTER TABLE switched DISABLE TRIGGER ALL;
+ALTER TABLE switched ENABLE TRIGGER ALL;
+ALTER TABLE switched DISABLE TRIGGER USER;
+ALTER TABLE switched ENABLE REPLICA TRIGGER fencing_reject_stale;
+-- ALWAYS fences replication's writes as well: nothing to say
+ALTER TABLE switched ENABLE ALWAYS TRIGGER fencing_reject_stale;
+ALTER TABLE switched ENABLE TRIGGER fencing_reject_stale;
+-- through a partitioned parent, down to its partitions
+ALTER TABLE switched_p DISABLE TRIGGER fencing_reject_stale;
+ALTER TABLE switched_p ENABLE TRIGGER fencing_reject_stale;
+-- a BEFORE ROW trigger the owner adds after protect(), or enables again
+CREATE TRIGGER a_fill BEFORE INSERT ON switched
+	FOR EACH ROW EXECUTE FUNCTION fill_fence();
+ALTER TABLE switched DISABLE TRIGGER a_fill;
+ALTER TABLE switched ENABLE ALWAYS TRIGGER a_fill;
+CREATE TRIGGER z_fill BEFORE UPDATE ON switched_p
+	FOR EACH ROW EXECUTE FUNCTION fill_fence();
+-- AFTER and statement triggers cannot change the row: nothing to say
+CREATE TRIGGER after_fill AFTER INSERT ON switched
+	FOR EACH ROW EXECUTE FUNCTION fill_fence();
+CREATE TRIGGER each_statement BEFORE INSERT ON switched
+	FOR EACH STATEMENT EXECUTE FUNCTION suppress_redundant_updates_trigger();
+DROP TRIGGER a_fill ON switched;
+DROP TRIGGER z_fill ON switched_p;
+-- the fence trigger replaced by hand with one that checks only some writes
+CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE OR DELETE ON switched
+	FOR EACH ROW WHEN (false) EXECUTE FUNCTION fencing.reject_stale();
+CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE OF id OR DELETE ON switched
+	FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale();
+CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE ON switched
+	FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale();
+SELECT fencing.protect('switched');
+-- session_replication_role = replica: the ORIGIN fence trigger does not
+-- fire, so each write to a protected table, COPY and TRUNCATE say so
+BEGIN;
+SET LOCAL session_replication_role = replica;
+INSERT INTO switched VALUES (1, NULL);
+UPDATE switched SET id = 2;
+WITH d AS (DELETE FROM switched RETURNING *) SELECT count(*) FROM d;
+INSERT INTO switched_p VALUES (1, NULL);
+COPY switched FROM STDIN;
+3	\N
+\.
+TRUNCATE switched;
+-- not for a table without a fence, nor for reads
+CREATE TEMP TABLE scratch (id int);
+INSERT INTO scratch VALUES (1);
+SELECT count(*) FROM switched;
+ROLLBACK;
+
 RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA fence_ddl_apac CASCADE;

@@ -29,10 +29,19 @@
  *	  would stand in for the writer's token; ALTER TABLE refuses to give the
  *	  fence column of a protected table one, so that the mistake shows when
  *	  it is made (the trigger refuses such a column as well when it fires).
+ *	- protect(), and the tables added under a protected parent later, find
+ *	  the fence trigger by its name: ALTER TRIGGER refuses to rename it.
  *
  * What the owner of a table may still do on purpose (disable the trigger,
  * drop it from an inheritance child, detach a partition, replicate with
- * session_replication_role = replica) is documented as an escape hatch.
+ * session_replication_role = replica) is documented as an escape hatch,
+ * and the ways that switch the fence off without touching protect() say
+ * so in a WARNING: ALTER TABLE ... DISABLE TRIGGER or ENABLE REPLICA
+ * TRIGGER on the fence trigger, a BEFORE ROW trigger that the owner adds
+ * or enables on a protected table (it may change the fence), a fence
+ * trigger replaced by hand with one that checks only some writes, and
+ * each write, COPY and TRUNCATE of a protected table by a session whose
+ * session_replication_role keeps the fence trigger from firing.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -70,6 +79,70 @@
 #include "fencing.h"
 
 /*
+ * WARNING: fence trigger "trigger" of table relid does not fire for
+ * ordinary sessions (disabled, or REPLICA), or, with in_session, not in
+ * this one (session_replication_role).  Only in regular backends: a
+ * logical replication apply worker runs as replica on purpose, its rows
+ * fenced by the publisher.
+ */
+static void
+fence_warn_off(Oid relid, const FenceTrigger *trigger, bool in_session)
+{
+	char	   *table = fencing_qualified_relid_name(relid);
+
+	if (MyBackendType != B_BACKEND)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("fence trigger \"%s\" of protected table %s does not fire %s",
+					trigger->name, table,
+					in_session ? "in this session" : "for ordinary sessions"),
+			 trigger->enabled == TRIGGER_DISABLED ?
+			 errdetail("The trigger is disabled: writes to the table are not checked against fence tokens, and TRUNCATE is not refused.") :
+			 trigger->enabled == TRIGGER_FIRES_ON_REPLICA ?
+			 errdetail("The trigger fires only while session_replication_role is replica, as in a logical replication apply worker: other writes to the table are not checked against fence tokens.") :
+			 errdetail("session_replication_role is replica and the trigger fires only for ordinary sessions: this session's writes to the table are not checked against fence tokens, and TRUNCATE is not refused."),
+			 trigger->enabled == TRIGGER_FIRES_ON_ORIGIN ?
+			 errhint("Reset session_replication_role, or make the trigger fire in every session with ALTER TABLE %s ENABLE ALWAYS TRIGGER %s.",
+					 table, quote_identifier(trigger->name)) :
+			 errhint("Run ALTER TABLE %s ENABLE TRIGGER %s, or fencing.protect() again.",
+					 table, quote_identifier(trigger->name))));
+}
+
+/*
+ * A statement of this session writes the tables in relids (with their
+ * partitions and inheritance children): warn for each protected one that
+ * holds rows (not a partitioned table: its partitions are named) whose
+ * fence triggers do not fire here.  Only called while
+ * session_replication_role is replica, when ORIGIN triggers are silent.
+ */
+static void
+fence_warn_unfenced_writes(List *relids)
+{
+	List	   *tables = NIL;
+	ListCell   *lc;
+
+	foreach(lc, relids)
+		tables = list_concat_unique_oid(tables,
+										find_all_inheritors(lfirst_oid(lc), NoLock, NULL));
+	foreach(lc, tables)
+	{
+		List	   *fences = fencing_fence_triggers(lfirst_oid(lc));
+		ListCell   *lc2;
+
+		if (fences == NIL || get_rel_relkind(lfirst_oid(lc)) == RELKIND_PARTITIONED_TABLE)
+			continue;
+		foreach(lc2, fences)
+		{
+			if (fencing_trigger_fires_here((FenceTrigger *) lfirst(lc2)))
+				break;
+		}
+		if (lc2 == NULL)
+			fence_warn_off(lfirst_oid(lc), (FenceTrigger *) linitial(fences), true);
+	}
+}
+
+/*
  * TRUNCATE is about to empty relid (OAT_TRUNCATE): refuse if relid carries
  * a fence trigger that would check a DELETE in this session.  A disabled
  * trigger, or an ORIGIN one under session_replication_role = replica, does
@@ -87,8 +160,13 @@ fence_refuse_truncate(Oid relid)
 	{
 		FenceTrigger *trigger = (FenceTrigger *) lfirst(lc);
 
-		if (!TRIGGER_FOR_DELETE(trigger->type) || !fencing_trigger_fires_here(trigger))
+		if (!TRIGGER_FOR_DELETE(trigger->type))
 			continue;
+		if (!fencing_trigger_fires_here(trigger))
+		{
+			fence_warn_off(relid, trigger, true);
+			continue;
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("cannot truncate protected table %s",
@@ -395,9 +473,9 @@ fence_refuse_view_default(Oid viewid, AttrNumber attnum, const char *what)
 /*
  * The views (at any depth) over relid, over its inheritance ancestors and
  * over its descendants, whose columns have defaults: protect() refuses
- * them when a column writes the new fence column (review finding 1), as
- * it refuses a default on the table's own fence column.  protect() has
- * installed the trigger, so fence_refuse_view_default() finds it.
+ * them when a column writes the new fence column, as it refuses a default
+ * on the table's own fence column.  protect() has installed the trigger,
+ * so fence_refuse_view_default() finds it.
  */
 static const char *views_with_defaults_sql =
 "WITH RECURSIVE tree(oid) AS ("
@@ -462,9 +540,9 @@ fencing_refuse_view_defaults_over(Oid relid)
 
 /*
  * ALTER VIEW (or ALTER TABLE) ... ALTER COLUMN ... SET DEFAULT on a view:
- * refuse a default that would stand in for a protected table's token
- * (review finding 1).  Any role may create a view, a temporary one too, on
- * a table it may write, so this is checked for every role.
+ * refuse a default that would stand in for a protected table's token.
+ * Any role may create a view, a temporary one too, on a table it may
+ * write, so this is checked for every role.
  */
 static void
 fence_check_alter_view(AlterTableStmt *stmt)
@@ -494,10 +572,12 @@ fence_check_alter_view(AlterTableStmt *stmt)
 /*
  * A statement that writes is about to run: refuse it when a view in its
  * range table has a default on a column that writes a protected table's
- * fence column (review finding 1).  ALTER VIEW refuses such defaults, but
- * a view may have been given its default before the table was protected,
- * or before the view was made to write the fence column.  Views rarely
- * have defaults, so most statements cost a loop over their range table.
+ * fence column.  ALTER VIEW refuses such defaults, but a view may have
+ * been given its default before the table was protected, or before the
+ * view was made to write the fence column.  Views rarely have defaults, so
+ * most statements cost a loop over their range table.  While
+ * session_replication_role is replica, say which protected tables it
+ * writes unfenced.
  */
 void
 fencing_fence_check_plan(PlannedStmt *plan)
@@ -522,14 +602,23 @@ fencing_fence_check_plan(PlannedStmt *plan)
 		}
 		relation_close(view, AccessShareLock);
 	}
+
+	if (unlikely(SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA))
+	{
+		List	   *relids = NIL;
+
+		foreach(lc, plan->resultRelations)
+			relids = lappend_oid(relids, rt_fetch(lfirst_int(lc), plan->rtable)->relid);
+		fence_warn_unfenced_writes(relids);
+	}
 }
 
 /*
  * ALTER TABLE ... ATTACH PARTITION of a table protected on its own (or
  * with a partition that is) to a protected table: PostgreSQL would fail
  * to clone the parent's fence trigger onto it with a bare "trigger
- * already exists".  Say why, and what to do, before it runs (review
- * finding 10).  Names are resolved as PostgreSQL will, without a lock.
+ * already exists".  Say why, and what to do, before it runs.
+ * Names are resolved as PostgreSQL will, without a lock.
  */
 static void
 fence_check_attach_partition(AlterTableStmt *stmt)
@@ -576,24 +665,267 @@ fence_check_attach_partition(AlterTableStmt *stmt)
 }
 
 /*
+ * ALTER TRIGGER ... RENAME of the trigger protect() installed: the table
+ * would keep a fence that protect() no longer finds (it would install a
+ * second one) and that inheritance children added later would not
+ * follow.  Refused before it runs, for every role; names are resolved as
+ * PostgreSQL will, without a lock.
+ */
+static void
+fence_check_rename_trigger(RenameStmt *stmt)
+{
+	Oid			relid;
+	FenceTrigger *fence;
+
+	if (stmt->renameType != OBJECT_TRIGGER ||
+		strcmp(stmt->subname, FENCE_TRIGGER_NAME) != 0)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || (fence = fencing_protect_trigger(relid)) == NULL)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot rename trigger \"%s\" on protected table %s",
+					fence->name, fencing_qualified_relid_name(relid)),
+			 errdetail("fencing.protect() and the tables added under a protected table find its fence trigger by this name."),
+			 errhint("Run fencing.unprotect() first to remove the fence.")));
+}
+
+/*
  * Before a utility statement runs: ALTER TABLE on a fence column, ALTER
- * VIEW on a column that writes one, ATTACH PARTITION of a protected table.
+ * VIEW on a column that writes one, ATTACH PARTITION of a protected table,
+ * a rename of the fence trigger, COPY FROM while session_replication_role
+ * keeps fence triggers from firing.
  */
 void
 fencing_fence_utility_before(PlannedStmt *pstmt)
 {
-	if (IsA(pstmt->utilityStmt, AlterTableStmt))
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (IsA(stmt, AlterTableStmt))
 	{
-		fence_check_alter_table((AlterTableStmt *) pstmt->utilityStmt);
-		fence_check_alter_view((AlterTableStmt *) pstmt->utilityStmt);
-		fence_check_attach_partition((AlterTableStmt *) pstmt->utilityStmt);
+		fence_check_alter_table((AlterTableStmt *) stmt);
+		fence_check_alter_view((AlterTableStmt *) stmt);
+		fence_check_attach_partition((AlterTableStmt *) stmt);
+	}
+	else if (IsA(stmt, RenameStmt))
+		fence_check_rename_trigger((RenameStmt *) stmt);
+	else if (IsA(stmt, CopyStmt) &&
+			 SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
+			 ((CopyStmt *) stmt)->is_from && ((CopyStmt *) stmt)->relation != NULL)
+	{
+		Oid			relid = RangeVarGetRelid(((CopyStmt *) stmt)->relation, NoLock, true);
+
+		if (OidIsValid(relid))
+			fence_warn_unfenced_writes(list_make1_oid(relid));
 	}
 }
 
 /*
- * After a utility statement ran: the parents it may have given children,
- * resolved as the statement resolved them (inside CREATE SCHEMA, with the
- * new schema first in the path, as the statement saw it).  Every other
+ * Whether an ALTER TABLE command switches triggers on or off, and which:
+ * *name is the trigger, or NULL for ALL and USER.
+ */
+static bool
+fence_trigger_switch(AlterTableCmd *cmd, const char **name, bool *enables)
+{
+	*name = cmd->name;
+	*enables = true;
+	switch (cmd->subtype)
+	{
+		case AT_DisableTrig:
+			*enables = false;
+			/* FALLTHROUGH */
+		case AT_EnableTrig:
+		case AT_EnableAlwaysTrig:
+		case AT_EnableReplicaTrig:
+			return true;
+		case AT_DisableTrigAll:
+		case AT_DisableTrigUser:
+			*enables = false;
+			/* FALLTHROUGH */
+		case AT_EnableTrigAll:
+		case AT_EnableTrigUser:
+			*name = NULL;
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Whether relid has a BEFORE ROW INSERT or UPDATE trigger named name (any,
+ * for NULL) that is not a fence trigger: one that may change the fence.
+ */
+static bool
+fence_has_other_row_trigger(Oid relid, const char *name)
+{
+	Oid			funcid = fencing_reject_stale_function();
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TriggerDesc *trigdesc = rel->trigdesc;
+	bool		found = false;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers && !found; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		found = trigger->tgfoid != funcid &&
+			(name == NULL || strcmp(trigger->tgname, name) == 0) &&
+			TRIGGER_FOR_ROW(trigger->tgtype) && TRIGGER_FOR_BEFORE(trigger->tgtype) &&
+			(TRIGGER_FOR_INSERT(trigger->tgtype) || TRIGGER_FOR_UPDATE(trigger->tgtype));
+	}
+	relation_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * ALTER TABLE ... ENABLE or DISABLE TRIGGER has run: for each protected
+ * table it reached, warn when a fence trigger it switched no longer fires
+ * for ordinary sessions (disabled, or REPLICA), and name the BEFORE ROW
+ * triggers when it switched one on that may change the fence.  ENABLE
+ * ALWAYS of the fence trigger fences replication's writes too: nothing to
+ * say.
+ */
+static void
+fence_warn_trigger_switches(AlterTableStmt *stmt)
+{
+	List	   *switches = NIL;
+	bool		enables_other = false;
+	Oid			relid;
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		const char *name;
+		bool		enables;
+
+		if (fence_trigger_switch((AlterTableCmd *) lfirst(lc), &name, &enables))
+			switches = lappend(switches, lfirst(lc));
+	}
+	if (switches == NIL)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+
+	CommandCounterIncrement();
+	foreach(lc, stmt->relation->inh ? find_all_inheritors(relid, NoLock, NULL)
+			: list_make1_oid(relid))
+	{
+		Oid			tableid = lfirst_oid(lc);
+		List	   *fences = fencing_fence_triggers(tableid);
+		ListCell   *lc2;
+		ListCell   *lc3;
+
+		if (fences == NIL)
+			continue;
+		enables_other = false;
+		foreach(lc2, switches)
+		{
+			const char *name;
+			bool		enables;
+
+			fence_trigger_switch((AlterTableCmd *) lfirst(lc2), &name, &enables);
+			foreach(lc3, fences)
+			{
+				FenceTrigger *fence = (FenceTrigger *) lfirst(lc3);
+
+				if ((name == NULL || strcmp(name, fence->name) == 0) &&
+					(fence->enabled == TRIGGER_DISABLED ||
+					 fence->enabled == TRIGGER_FIRES_ON_REPLICA))
+				{
+					fence_warn_off(tableid, fence, false);
+					fence->enabled = TRIGGER_FIRES_ON_ORIGIN;	/* said once */
+				}
+			}
+			if (enables && !enables_other)
+				enables_other = fence_has_other_row_trigger(tableid, name);
+		}
+		if (enables_other)
+			fencing_warn_other_row_triggers(tableid, "fencing");
+	}
+}
+
+/*
+ * Why the trigger protect() installs, as CREATE OR REPLACE TRIGGER
+ * redefined it by hand, checks only some writes, or NULL when it checks
+ * them all.  Fence triggers a DBA writes under other names are the DBA's
+ * design (and misused ones fail when they fire).
+ */
+static const char *
+fence_partial_trigger(CreateTrigStmt *stmt)
+{
+	int16		all = TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE;
+
+	if (strcmp(stmt->trigname, FENCE_TRIGGER_NAME) != 0)
+		return NULL;
+	if (stmt->whenClause != NULL)
+		return "Its WHEN clause decides which rows are checked.";
+	if (stmt->columns != NIL)
+		return "It fires for an UPDATE only when the statement assigns one of the columns it names.";
+	if ((stmt->events & all) != all)
+		return "It does not fire for each of INSERT, UPDATE and DELETE.";
+	return NULL;
+}
+
+/*
+ * CREATE [OR REPLACE] TRIGGER has run on relid, or on a partitioned table
+ * whose partitions got clones: when the table is protected, warn about a
+ * fence trigger that checks only some writes, and name the BEFORE ROW
+ * triggers when the new one is such a trigger, which may change the
+ * fence.  A non-owner cannot get here (fence_check_new_trigger).
+ */
+static void
+fence_warn_new_trigger(CreateTrigStmt *stmt)
+{
+	Oid			relid;
+	List	   *tables;
+	ListCell   *lc;
+
+	if (!stmt->row)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	CommandCounterIncrement();
+	tables = fencing_fence_triggers(relid) != NIL ||
+		get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE ?
+		list_make1_oid(relid) : find_all_inheritors(relid, NoLock, NULL);
+
+	foreach(lc, tables)
+	{
+		Oid			tableid = lfirst_oid(lc);
+		List	   *fences = fencing_fence_triggers(tableid);
+		ListCell   *lc2;
+		const char *partial = fence_partial_trigger(stmt);
+
+		foreach(lc2, fences)
+		{
+			FenceTrigger *fence = (FenceTrigger *) lfirst(lc2);
+
+			if (strcmp(fence->name, stmt->trigname) != 0)
+				continue;
+			if (partial != NULL)
+				ereport(WARNING,
+						(errcode(ERRCODE_WARNING),
+						 errmsg("fence trigger \"%s\" on table %s checks only some writes",
+								fence->name, fencing_qualified_relid_name(tableid)),
+						 errdetail_internal("%s", partial),
+						 errhint("Run fencing.protect() again to put back the trigger that checks every write.")));
+			break;
+		}
+		if (fences != NIL && lc2 == NULL &&
+			fence_has_other_row_trigger(tableid, stmt->trigname))
+			fencing_warn_other_row_triggers(tableid, "fencing");
+	}
+}
+
+
+/*
+ * After a utility statement ran: triggers it switched or created on
+ * protected tables, and the parents it may have given children, resolved
+ * as the statement resolved them (inside CREATE SCHEMA, with the new
+ * schema first in the path, as the statement saw it).  Every other
  * statement, a SET LOCAL fencing.token among them, costs a tag test.
  */
 void
@@ -603,6 +935,11 @@ fencing_fence_utility_after(PlannedStmt *pstmt)
 	List	   *parents = NIL;
 	List	   *attached = NIL;
 	ListCell   *lc;
+
+	if (IsA(stmt, AlterTableStmt))
+		fence_warn_trigger_switches((AlterTableStmt *) stmt);
+	else if (IsA(stmt, CreateTrigStmt))
+		fence_warn_new_trigger((CreateTrigStmt *) stmt);
 
 	switch (nodeTag(stmt))
 	{
@@ -645,8 +982,8 @@ fencing_fence_utility_after(PlannedStmt *pstmt)
 
 	/*
 	 * ATTACH PARTITION under a parent that is not protected: a protected
-	 * table attached gets clones of the parent's row triggers (review
-	 * finding 2); a protected parent's new partitions were told above.
+	 * table attached gets clones of the parent's row triggers, named in
+	 * a WARNING; a protected parent's new partitions were told above.
 	 */
 	foreach(lc, attached)
 	{

@@ -522,7 +522,7 @@ fence_follow_parents(Oid relid, const char *caller)
 }
 
 /*
- * Review finding 2: row triggers fire in name order, so another BEFORE ROW
+ * Row triggers fire in name order, so another BEFORE ROW
  * INSERT or UPDATE trigger on a fenced table runs before the fence check
  * (and can fill in a token the writer does not hold) or after it (and can
  * change the fence it checked).  Once a table is protected only its owner

@@ -28,7 +28,10 @@
  *						union of the columns of all the MERGE's UPDATE actions,
  *						so an action that leaves the fence alone would look like
  *						one that assigns the row's own fence.
- *				DELETE	rejected.
+ *				DELETE	rejected, except the DELETE half of a row that such
+ *						an UPDATE moves to another partition, when the move's
+ *						own INSERT half lands in a partition fenced with the
+ *						same column (the row stays fenced).
  *
  * Every W must be a token this cluster has issued, 1 <= W <= latest_token()
  * (F8), so that no write can lift a row's fence above every future holder.
@@ -42,7 +45,10 @@
  * access, no allocation unless T is stamped into the row.  The column
  * number and the mode are resolved the first time a trigger fires and
  * cached until the next relcache invalidation, and fencing.token is parsed
- * once when it is set, not per row.
+ * once when it is set, not per row.  Without T, an UPDATE also looks at
+ * the running query's ModifyTable nodes (one or a few) for a MERGE, and a
+ * row moving to another partition has the nodes' result relations
+ * searched for the one that fired, in memory.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -64,8 +70,10 @@
 #include "catalog/partition.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "executor/execdesc.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
+#include "nodes/execnodes.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -140,42 +148,57 @@ static FenceTriggerCache fence_cache[FENCE_CACHE_SIZE];
 static int	fence_cache_next = 0;
 
 /*
- * The last UPDATE this backend let through, so that the DELETE half of a
- * row moving to another partition (which fires the source partition's
- * DELETE triggers for the same tuple in the same command) is not checked a
- * second time against fencing.token, which the UPDATE may not have needed.
- * The command id the trigger sees does not go back when a subtransaction
- * rolls back, so an UPDATE undone by ROLLBACK TO (for example inside a
- * function called by a DELETE of the same row) would otherwise pass for
- * that move: the memory is cleared at subtransaction abort and at the end
- * of every transaction.
+ * A row that moves to another partition is deleted from its partition and
+ * inserted through the partitioned table the UPDATE named, by the same
+ * ModifyTable node (ExecCrossPartitionUpdate): the source partition's
+ * DELETE triggers fire, then the destination's INSERT triggers.  With
+ * fencing.token, both halves are checked on their own, as any DELETE and
+ * INSERT, and the DELETE passes exactly when the UPDATE did.  Without it,
+ * the DELETE half would be refused, so reject_stale() recognises it:
+ *
+ *	- fence_last_update is the last UPDATE without fencing.token that this
+ *	  trigger let through, with the Trigger the trigger manager passed: it
+ *	  belongs to the ResultRelInfo of one ModifyTable node, so no DELETE of
+ *	  another node (another CTE, a function) matches it.  A DELETE that
+ *	  matches, fired by a node that is an UPDATE (which deletes only to move
+ *	  a row, once its BEFORE ROW UPDATE triggers have all let the row
+ *	  through), is that move's DELETE half.
+ *	- fence_moving_row is that move from then on: leaving the fence is a
+ *	  DELETE, which needs fencing.token, unless the row lands in a partition
+ *	  that fences it with the same column.  Only an INSERT by the same node
+ *	  (its own result relations, or the partitions it routes to) claims the
+ *	  row.  A move nobody claimed by the next move of the statement, or by
+ *	  the end of the ExecutorRun or ExecutorFinish it ran in
+ *	  (fencing_fence_run_end), went to an unfenced partition, and the
+ *	  statement fails.
+ *
+ * A subtransaction that rolls back undoes what was done in it, but not the
+ * command id: each is forgotten when the subtransaction it was recorded in
+ * (or one around that) rolls back, and at the end of every transaction.
+ * One that a trigger or function starts and rolls back while the row
+ * moves (an exception block that caught an error) undoes neither the
+ * UPDATE nor the move, and forgets neither.  The pointers are compared
+ * only with the nodes of the query running at the same level in the same
+ * transaction, never dereferenced.
  */
 static struct
 {
 	LocalTransactionId lxid;
 	CommandId	cid;
-	Oid			relid;
+	int			depth;			/* fencing_statement_depth() of the UPDATE */
+	SubTransactionId subid;		/* where it was let through */
+	Trigger    *trigger;		/* NULL: none */
 	ItemPointerData tid;
-	bool		had_token;		/* checked against fencing.token */
 	int64		fence;			/* the fence the row was updated with */
 } fence_last_update;
 
-/*
- * A row that an UPDATE without fencing.token is moving out of a protected
- * partition (review finding 3).  Leaving the fence is a DELETE, which
- * needs fencing.token, unless the row lands in a partition that fences it
- * with the same column: that partition's trigger, which fires for the
- * INSERT half of the move right after the DELETE half, claims the row.  A
- * move nobody claimed by the next move or by the end of the statement's
- * run (fencing_fence_run_end) went to an unfenced partition, and the
- * statement fails.  Cleared at subtransaction abort and at the end of
- * every transaction, with fence_last_update.
- */
 static struct
 {
 	bool		pending;
 	LocalTransactionId lxid;
 	int			depth;			/* fencing_statement_depth() of the UPDATE */
+	SubTransactionId subid;		/* where the row left its partition */
+	ModifyTableState *node;		/* the UPDATE that moves the row */
 	Oid			relid;			/* the partition the row left */
 	int64		fence;
 	NameData	column;
@@ -261,14 +284,15 @@ fence_cache_invalidate(Datum arg, Oid relid)
 static void
 fence_forget_last_update(void)
 {
-	fence_last_update.relid = InvalidOid;
+	fence_last_update.trigger = NULL;
 	fence_last_update.lxid = InvalidLocalTransactionId;
 	fence_moving_row.pending = false;
 }
 
 /*
  * Every end of a transaction (commit, abort, prepare) ends the window in
- * which the DELETE half of a partition move can follow its UPDATE.
+ * which the DELETE half of a partition move can follow its UPDATE, and the
+ * move.
  */
 static void
 fence_xact_callback(XactEvent event, void *arg)
@@ -277,16 +301,25 @@ fence_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * A subtransaction that rolls back undoes the UPDATE it let through, but
- * not the command id: forget it, so that a DELETE of the same row in the
- * same command is checked on its own (issue 10, item 15).
+ * A subtransaction that rolls back undoes the UPDATE it let through and
+ * the move it began, but not the command id: forget them, so that a DELETE
+ * of the same row in the same command is checked on its own.  Those
+ * recorded before it began stand: subtransaction ids grow, so everything
+ * recorded in mySubid or in one nested in it has an id at least mySubid.
  */
 static void
 fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg)
 {
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-		fence_forget_last_update();
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	if (fence_last_update.subid >= mySubid)
+	{
+		fence_last_update.trigger = NULL;
+		fence_last_update.lxid = InvalidLocalTransactionId;
+	}
+	if (fence_moving_row.subid >= mySubid)
+		fence_moving_row.pending = false;
 }
 
 /*
@@ -840,6 +873,123 @@ fence_stamp(HeapTuple tuple, TupleDesc tupdesc, AttrNumber attnum, int64 token)
 }
 
 /*
+ * Whether the trigger manager fired trigger for result relation rri: it
+ * passes a pointer into the ResultRelInfo's own copy of the relation's
+ * triggers.
+ */
+static bool
+fence_fired_for(ResultRelInfo *rri, Trigger *trigger)
+{
+	TriggerDesc *trigdesc = rri->ri_TrigDesc;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		if (&trigdesc->triggers[i] == trigger)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether trigger was fired for one of node's own result relations.
+ */
+static bool
+fence_fired_by_node(ModifyTableState *node, Trigger *trigger)
+{
+	int			i;
+
+	for (i = 0; i < node->mt_nrels; i++)
+	{
+		if (fence_fired_for(&node->resultRelInfo[i], trigger))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The n-th ModifyTable node of query, or NULL past the last: its main node
+ * (a query with writable CTEs may have none) and those of its writable
+ * CTEs.
+ */
+static ModifyTableState *
+fence_query_node(QueryDesc *query, int n)
+{
+	List	   *ctes = query->estate->es_auxmodifytables;
+
+	if (query->planstate != NULL && IsA(query->planstate, ModifyTableState))
+	{
+		if (n == 0)
+			return (ModifyTableState *) query->planstate;
+		n--;
+	}
+	return n < list_length(ctes) ? (ModifyTableState *) list_nth(ctes, n) : NULL;
+}
+
+/*
+ * The ModifyTable node of the running query that fired trigger, or NULL
+ * when none did (a utility statement's trigger, such as COPY's).  A node
+ * writes its own result relations, and the partitions it routes rows to,
+ * whose ResultRelInfo names the node's root one.  Not for every row: it
+ * walks the query's result relations.
+ */
+static ModifyTableState *
+fence_firing_node(Trigger *trigger)
+{
+	QueryDesc  *query = fencing_running_query();
+	ModifyTableState *node;
+	ListCell   *lc;
+	int			n;
+
+	if (query == NULL || query->estate == NULL)
+		return NULL;
+	for (n = 0; (node = fence_query_node(query, n)) != NULL; n++)
+	{
+		if (fence_fired_by_node(node, trigger))
+			return node;
+	}
+	foreach(lc, query->estate->es_tuple_routing_result_relations)
+	{
+		ResultRelInfo *rri = (ResultRelInfo *) lfirst(lc);
+
+		if (!fence_fired_for(rri, trigger))
+			continue;
+		for (n = 0; (node = fence_query_node(query, n)) != NULL; n++)
+		{
+			if (rri->ri_RootResultRelInfo == node->rootResultRelInfo)
+				return node;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Whether an UPDATE that fired trigger is an action of a MERGE, whose
+ * tg_updatedcols is the union over all its UPDATE actions.  Costs a
+ * comparison unless the running query has a MERGE (the statement itself,
+ * or a writable CTE); then the node that fired is looked up, and not
+ * finding it counts as a MERGE.  A statement run by a function that a
+ * MERGE calls is not part of the MERGE.
+ */
+static bool
+fence_fired_by_merge(Trigger *trigger)
+{
+	QueryDesc  *query = fencing_running_query();
+	ModifyTableState *node;
+	bool		merges = false;
+	int			n;
+
+	if (query == NULL || query->estate == NULL)
+		return false;
+	for (n = 0; (node = fence_query_node(query, n)) != NULL; n++)
+		merges |= node->operation == CMD_MERGE;
+	if (!merges)
+		return false;
+	node = fence_firing_node(trigger);
+	return node == NULL || node->operation == CMD_MERGE;
+}
+
+/*
  * F3/F7: a row left a protected partition, by an UPDATE without
  * fencing.token, for a partition whose trigger did not claim it: the row
  * left the fence as by a DELETE, which needs fencing.token.  Missing-token
@@ -861,9 +1011,10 @@ fence_report_unclaimed_move(void)
 }
 
 /*
- * The end of a statement's run (statement_hooks.c): a row this statement
- * moved out of a protected partition must have landed under a fence.  A
- * statement nested inside the move (run by another trigger) leaves it be.
+ * The end of a statement's ExecutorRun or ExecutorFinish
+ * (statement_hooks.c): a row this statement moved out of a protected
+ * partition must have landed under a fence.  A statement nested inside
+ * the move (run by another trigger) leaves it be.
  */
 void
 fencing_fence_run_end(void)
@@ -874,19 +1025,58 @@ fencing_fence_run_end(void)
 }
 
 /*
+ * A DELETE without fencing.token fires this trigger on a partition: when
+ * it is the DELETE half of a row that the last UPDATE let through is
+ * moving (same transaction, command, level and result relation, same row,
+ * and the node that fired it is an UPDATE), the row becomes the moving row,
+ * and true is returned.
+ */
+static bool
+fence_start_move(TriggerData *trigdata, const char *column)
+{
+	ModifyTableState *node;
+
+	if (fence_last_update.trigger != trigdata->tg_trigger ||
+		fence_last_update.lxid != FENCING_MY_LXID ||
+		fence_last_update.cid != GetCurrentCommandId(false) ||
+		fence_last_update.depth != fencing_statement_depth() ||
+		!ItemPointerEquals(&fence_last_update.tid, &trigdata->tg_trigtuple->t_self))
+		return false;
+	node = fence_firing_node(trigdata->tg_trigger);
+	if (node == NULL || node->operation != CMD_UPDATE)
+		return false;
+
+	/* the previous move was not claimed (or, nested, not yet: refuse) */
+	if (fence_moving_row.pending)
+		fence_report_unclaimed_move();
+	fence_moving_row.pending = true;
+	fence_moving_row.lxid = FENCING_MY_LXID;
+	fence_moving_row.depth = fencing_statement_depth();
+	fence_moving_row.subid = GetCurrentSubTransactionId();
+	fence_moving_row.node = node;
+	fence_moving_row.relid = RelationGetRelid(trigdata->tg_relation);
+	fence_moving_row.fence = fence_last_update.fence;
+	namestrcpy(&fence_moving_row.column, column);
+	fence_last_update.trigger = NULL;
+	return true;
+}
+
+/*
  * An INSERT fires this trigger while a row is moving out of a protected
- * partition: when it is the INSERT half of that move (same transaction,
- * same statement level, the fence the UPDATE gave the row, a fence column
- * of the same name, as partitions map columns by name), the row stays
- * fenced and the move is settled.
+ * partition: when it is the INSERT half of that move (same transaction and
+ * level, fired by the moving UPDATE's own node, with the fence the UPDATE
+ * gave the row, into a fence column of the same name, as partitions map
+ * columns by name), the row stays fenced and the move is settled.
  */
 static void
-fence_claim_moving_row(bool isnull, Datum value, const char *column)
+fence_claim_moving_row(Trigger *trigger, bool isnull, Datum value,
+					   const char *column)
 {
 	if (fence_moving_row.lxid == FENCING_MY_LXID &&
 		fence_moving_row.depth == fencing_statement_depth() &&
 		!isnull && DatumGetInt64(value) == fence_moving_row.fence &&
-		strcmp(NameStr(fence_moving_row.column), column) == 0)
+		strcmp(NameStr(fence_moving_row.column), column) == 0 &&
+		fence_firing_node(trigger) == fence_moving_row.node)
 		fence_moving_row.pending = false;
 }
 
@@ -931,7 +1121,8 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 
 		value = heap_getattr(newtuple, attnum, tupdesc, &isnull);
 		if (unlikely(fence_moving_row.pending))
-			fence_claim_moving_row(isnull, value, FENCE_COLUMN_NAME);
+			fence_claim_moving_row(trigdata->tg_trigger, isnull, value,
+								   FENCE_COLUMN_NAME);
 		if (has_token)
 		{
 			if (!isnull && DatumGetInt64(value) != fence_token_value)
@@ -982,7 +1173,7 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			if (fencing_merge_running())
+			if (fence_fired_by_merge(trigdata->tg_trigger))
 				fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_MERGE,
 									 cache->mode);
 			if (!bms_is_member(attnum - FirstLowInvalidHeapAttributeNumber,
@@ -1010,11 +1201,13 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 			fence_report_stale(rel, FENCE_COLUMN_NAME, writer, old_fence);
 		}
 
+		/* with fencing.token, a move's DELETE half is checked on its own */
+		fence_last_update.trigger = has_token ? NULL : trigdata->tg_trigger;
 		fence_last_update.lxid = FENCING_MY_LXID;
 		fence_last_update.cid = GetCurrentCommandId(false);
-		fence_last_update.relid = RelationGetRelid(rel);
+		fence_last_update.depth = fencing_statement_depth();
+		fence_last_update.subid = GetCurrentSubTransactionId();
 		fence_last_update.tid = oldtuple->t_self;
-		fence_last_update.had_token = has_token;
 		fence_last_update.fence = writer;
 
 		if (stamp)
@@ -1028,37 +1221,10 @@ fencing_reject_stale(PG_FUNCTION_ARGS)
 	return PointerGetDatum(oldtuple);
 #endif
 
-	/*
-	 * An UPDATE that moves the row to another partition deletes it from this
-	 * one in the same command; that UPDATE has been checked just now.  Only
-	 * a partition can be the source of a move.  With fencing.token the
-	 * UPDATE has made the DELETE's check already.  Without it, the row may
-	 * leave only for a partition that fences it too: see fence_moving_row.
-	 */
-	if (rel->rd_rel->relispartition &&
-		fence_last_update.relid == RelationGetRelid(rel) &&
-		ItemPointerEquals(&fence_last_update.tid, &oldtuple->t_self) &&
-		fence_last_update.lxid == FENCING_MY_LXID &&
-		fence_last_update.cid == GetCurrentCommandId(false))
-	{
-		bool		had_token = fence_last_update.had_token;
-
-		/* the previous move was not claimed (or, nested, not yet: refuse) */
-		if (fence_moving_row.pending)
-			fence_report_unclaimed_move();
-		if (!had_token)
-		{
-			fence_moving_row.pending = true;
-			fence_moving_row.lxid = FENCING_MY_LXID;
-			fence_moving_row.depth = fencing_statement_depth();
-			fence_moving_row.relid = RelationGetRelid(rel);
-			fence_moving_row.fence = fence_last_update.fence;
-			namestrcpy(&fence_moving_row.column, FENCE_COLUMN_NAME);
-		}
-		fence_last_update.relid = InvalidOid;
-		fence_last_update.lxid = InvalidLocalTransactionId;
+	/* without fencing.token, only a move's DELETE half: fence_moving_row */
+	if (!has_token && rel->rd_rel->relispartition &&
+		fence_start_move(trigdata, FENCE_COLUMN_NAME))
 		return PointerGetDatum(oldtuple);
-	}
 
 	if (!has_token)
 		fence_report_missing(rel, FENCE_COLUMN_NAME, FENCE_MISSING_DELETE,

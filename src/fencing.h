@@ -168,6 +168,7 @@ extern void fencing_validate_fence_column(Relation rel, const char *column,
 extern void fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
 											   const char *who);
 extern void fencing_fence_run_end(void);
+extern void fencing_raise_resource_fence(text *resource, int64 token);
 
 /* The name protect() gives the trigger, so re-running it replaces it. */
 #define FENCE_TRIGGER_NAME	"fencing_reject_stale"
@@ -202,7 +203,7 @@ extern void fencing_warn_other_row_triggers(Oid relid, const char *caller);
 
 /* statement_hooks.c */
 extern void fencing_statement_hooks_init(void);
-extern bool fencing_merge_running(void);
+extern struct QueryDesc *fencing_running_query(void);
 extern bool fencing_called_from_top_level(void);
 extern void fencing_lease_keep_limit(void);
 extern int	fencing_statement_depth(void);

@@ -2,16 +2,18 @@
  *
  * statement_hooks.c
  *		Where in a statement this backend is: how deeply statements nest,
- *		and whether a MERGE is running; and the utility hook through which
- *		fence_ddl.c sees DDL on protected tables.
+ *		and which query's executor runs at the innermost level; and the
+ *		utility hook through which fence_ddl.c sees DDL on protected tables.
  *
  * Two guarantees need to know the statement around a function call, which
  * fmgr does not tell:
  *
- *	- A row trigger fired by MERGE is told the union of the columns that
- *	  all of the MERGE's UPDATE actions assign, not those of the action that
- *	  fired, so reject_stale() must know that a MERGE is running to refuse
- *	  to take an untouched fence column for a token (DESIGN.md F7).
+ *	- A row trigger is not told which ModifyTable node fired it.  A MERGE
+ *	  tells its row triggers the union of the columns that all of its
+ *	  UPDATE actions assign, not those of the action that fired, and an
+ *	  UPDATE that moves a row to another partition fires a DELETE and an
+ *	  INSERT trigger that look like any other: reject_stale() finds the
+ *	  node in the running query's executor state (DESIGN.md F3, F7).
  *	- A lock taken by a statement that runs outside a transaction block is
  *	  released when that statement ends; the lock functions warn about it
  *	  only when they are called by the top-level statement itself, not from
@@ -41,8 +43,13 @@
 /* executor and utility levels running now; 0 between statements */
 static int	statement_depth = 0;
 
-/* MERGE statements running now (MERGE can nest through functions) */
-static int	merge_depth = 0;
+/*
+ * The query whose executor runs now at the innermost level, and that
+ * level: a trigger fired at another level (a utility statement's, such as
+ * COPY) has no query.
+ */
+static QueryDesc *running_query = NULL;
+static int	running_query_depth = 0;
 
 static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
@@ -77,15 +84,16 @@ fencing_statement_hooks_init(void)
 }
 
 /*
- * Whether a MERGE statement is running in this backend, at any level.  A
- * row trigger that fires while this is true may have been fired by the
- * MERGE or by a statement nested inside it; reject_stale() treats both the
- * same way, which errs on the safe side.
+ * The query whose ExecutorRun or ExecutorFinish is running at the current
+ * level, or NULL.  A row trigger fires inside the executor of the query
+ * whose ModifyTable node wrote the row, at that query's level; statements
+ * that the trigger itself runs are one level down, with queries of their
+ * own.
  */
-bool
-fencing_merge_running(void)
+QueryDesc *
+fencing_running_query(void)
 {
-	return merge_depth > 0;
+	return running_query_depth == statement_depth ? running_query : NULL;
 }
 
 /*
@@ -120,8 +128,8 @@ fencing_statement_depth(void)
 }
 
 /*
- * ExecutorRun: count the level, and whether it is a MERGE.  BEFORE ROW
- * triggers fire inside ExecutorRun.  A statement that writes is first
+ * ExecutorRun: count the level and note the query that runs there.  BEFORE
+ * ROW triggers fire inside ExecutorRun.  A statement that writes is first
  * shown to fence_ddl.c (views that would fill a fence column in), and
  * once it has run, to fence_trigger.c (rows it moved out of a fence).
  */
@@ -129,15 +137,16 @@ static void
 statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 {
 	int			saved_depth = statement_depth;
-	int			saved_merge = merge_depth;
+	QueryDesc  *saved_query = running_query;
+	int			saved_query_depth = running_query_depth;
 
 	if (queryDesc->operation != CMD_SELECT ||
 		queryDesc->plannedstmt->hasModifyingCTE)
 		fencing_fence_check_plan(queryDesc->plannedstmt);
 
 	statement_depth++;
-	if (queryDesc->operation == CMD_MERGE)
-		merge_depth++;
+	running_query = queryDesc;
+	running_query_depth = statement_depth;
 	PG_TRY();
 	{
 		if (prev_ExecutorRun)
@@ -149,32 +158,43 @@ statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 	PG_FINALLY();
 	{
 		statement_depth = saved_depth;
-		merge_depth = saved_merge;
+		running_query = saved_query;
+		running_query_depth = saved_query_depth;
 	}
 	PG_END_TRY();
 }
 
 /*
- * ExecutorFinish: AFTER triggers run here; functions they call are nested
- * statements like any other.  The end of a top-level statement is where a
+ * ExecutorFinish: the writable CTEs that the query did not read to the
+ * end run here, with their BEFORE ROW triggers, and then the AFTER
+ * triggers; functions they call are nested statements like any other.
+ * Rows those CTEs moved out of a fence are checked when it ends, as at
+ * the end of ExecutorRun.  The end of a top-level statement is where a
  * lease's idle limit and ceiling are put back if the statement changed them.
  */
 static void
 statement_ExecutorFinish(QueryDesc *queryDesc)
 {
 	int			saved_depth = statement_depth;
+	QueryDesc  *saved_query = running_query;
+	int			saved_query_depth = running_query_depth;
 
 	statement_depth++;
+	running_query = queryDesc;
+	running_query_depth = statement_depth;
 	PG_TRY();
 	{
 		if (prev_ExecutorFinish)
 			prev_ExecutorFinish(queryDesc);
 		else
 			standard_ExecutorFinish(queryDesc);
+		fencing_fence_run_end();
 	}
 	PG_FINALLY();
 	{
 		statement_depth = saved_depth;
+		running_query = saved_query;
+		running_query_depth = saved_query_depth;
 	}
 	PG_END_TRY();
 	if (saved_depth == 0)
