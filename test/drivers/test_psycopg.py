@@ -220,6 +220,10 @@ def test_set_token_outside_a_transaction_block_is_an_error():
             assert e.value.diag.sqlstate == "25P01"
         with pytest.raises(psycopg.errors.NoActiveSqlTransaction):
             conn.execute("SELECT fencing.set_token(fencing.latest_token())")
+        # allowed where SET LOCAL is: in a DO block, and in an implicit
+        # transaction block of several statements
+        conn.execute("DO $$ BEGIN PERFORM fencing.set_token(fencing.latest_token()); END $$")
+        conn.execute("SELECT fencing.set_token(fencing.latest_token()); SELECT 1")
 
 
 # --- 25P01: the autocommit warning reaches the notice handler ------------------------
