@@ -133,12 +133,13 @@ fencing_called_from_top_level(void)
  * A transaction block is BEGIN ... COMMIT, and also the implicit one of
  * several statements sent in one simple query.  In the extended protocol
  * every statement up to the next Sync runs in one transaction, and a
- * pipeline sends several: from its second statement on (once an Execute
- * completed without committing, XACT_FLAGS_PIPELINING), a statement
- * shares its transaction with the ones before it, which PostgreSQL 18
- * calls an implicit transaction block too and counts here on every
- * version.  When a pipeline's first statement runs, nothing tells it from
- * a lone statement whose Sync follows: it counts as outside.
+ * pipeline sends several: from its second statement on, a statement
+ * shares its transaction with the ones before it.  PostgreSQL 18 makes
+ * those statements an implicit transaction block; 15 and 17 only flag the
+ * transaction once an Execute completed without committing
+ * (XACT_FLAGS_PIPELINING), and reading the flag gives every version the
+ * same answer.  When a pipeline's first statement runs, nothing tells it
+ * from a lone statement whose Sync follows: it counts as outside.
  */
 bool
 fencing_outside_transaction_block(void)
