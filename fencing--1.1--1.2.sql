@@ -31,3 +31,17 @@ CREATE TRIGGER resource_fences_guard
 CREATE TRIGGER resource_fences_guard_truncate
 	BEFORE TRUNCATE ON fencing.resource_fences
 	FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_resource_fences();
+
+-- The transaction's fencing.token from a bound parameter (SET LOCAL takes
+-- none).  Like SET LOCAL, open to every role: the trigger checks the token
+-- against each row.  No SET clause: one would undo the setting when the
+-- function returns.
+CREATE FUNCTION fencing.set_token(token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_set_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.set_token(bigint) IS
+'SET LOCAL fencing.token = token, from a bound parameter; only in a transaction block, only an issued token; returns token';
+
+GRANT EXECUTE ON FUNCTION fencing.set_token(bigint) TO PUBLIC;

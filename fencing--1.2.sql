@@ -271,6 +271,20 @@ SET search_path = pg_catalog, pg_temp;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS
 'remove the trigger fencing.protect() installed; table owner only';
 
+-- The transaction's fencing.token from a bound parameter (SET LOCAL takes
+-- none).  Like SET LOCAL, open to every role: the trigger checks the token
+-- against each row.  No SET clause: one would undo the setting when the
+-- function returns.
+CREATE FUNCTION fencing.set_token(token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_set_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.set_token(bigint) IS
+'SET LOCAL fencing.token = token, from a bound parameter; only in a transaction block, only an issued token; returns token';
+
+GRANT EXECUTE ON FUNCTION fencing.set_token(bigint) TO PUBLIC;
+
 -- Watermarks of resources that are not one row.  Names are canonical
 -- (fencing.normalize_name), compared bytewise.  pg_dump keeps the rows, so a
 -- restored database still rejects tokens below them.

@@ -205,6 +205,7 @@ extern void fencing_warn_other_row_triggers(Oid relid, const char *caller);
 extern void fencing_statement_hooks_init(void);
 extern struct QueryDesc *fencing_running_query(void);
 extern bool fencing_called_from_top_level(void);
+extern bool fencing_outside_transaction_block(void);
 extern void fencing_lease_keep_limit(void);
 extern int	fencing_statement_depth(void);
 

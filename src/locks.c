@@ -719,7 +719,8 @@ grant(const LockRequest *req, bool after_wait)
  * nothing.  Say so, once per statement, as core does for SET LOCAL.  Not
  * inside a function, procedure or DO block (which may use the lock in the
  * same statement), nor in an implicit transaction block (several
- * statements in one query message, which share one transaction).
+ * statements in one query message, or a pipeline's statements after its
+ * first, which share one transaction): fencing_outside_transaction_block.
  */
 static void
 warn_if_autocommit(const LockRequest *reqs, int nreqs, const char *function)
@@ -727,7 +728,7 @@ warn_if_autocommit(const LockRequest *reqs, int nreqs, const char *function)
 	StringInfoData names;
 	int			i;
 
-	if (IsTransactionBlock() || !fencing_called_from_top_level())
+	if (!fencing_outside_transaction_block())
 		return;
 	if (autocommit_warned_lxid == FENCING_MY_LXID)
 		return;

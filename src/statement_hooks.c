@@ -16,9 +16,10 @@
  *	  node in the running query's executor state (DESIGN.md F3, F7).
  *	- A lock taken by a statement that runs outside a transaction block is
  *	  released when that statement ends; the lock functions warn about it
- *	  only when they are called by the top-level statement itself, not from
- *	  inside a function, procedure or DO block that may do its work in the
- *	  same statement.
+ *	  (and set_token() refuses to run) only when they are called by the
+ *	  top-level statement itself, whatever protocol the client speaks, not
+ *	  from inside a function, procedure or DO block that may do its work in
+ *	  the same statement.
  *
  * The depth counts the executor and utility levels that are running, as
  * pg_stat_statements does for its nesting level: 1 while a top-level query
@@ -34,7 +35,9 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/executor.h"
+#include "nodes/params.h"
 #include "tcop/utility.h"
 
 #include "compat.h"
@@ -105,15 +108,55 @@ fencing_running_query(void)
  * ("x := f()", "RETURN f()") without the executor, so a function called
  * that way from a PL/pgSQL function of a top-level query still sees depth
  * 1.  Every procedural language (and SQL functions) pushes an error context
- * while it runs its code, and the client's own statement runs with none,
- * so an empty error context stack tells the two apart.  Anything else that
- * pushed a context only makes the answer "not top level", the safe side
- * for the one caller, a warning.
+ * while it runs its code.  The client's own statement runs with none in
+ * the simple query protocol, and in the extended protocol with only the
+ * one postgres.c pushes around Bind and Execute to name the portal's
+ * parameters in errors (ParamsErrorCallback), whether the statement is
+ * named or unnamed and has parameters or not.  So a stack that holds
+ * nothing else tells the two apart.  Anything else that pushed a context
+ * only makes the answer "not top level": the autocommit warning is then
+ * not given, and set_token() is allowed, as SET LOCAL is in a function.
  */
 bool
 fencing_called_from_top_level(void)
 {
-	return statement_depth <= 1 && error_context_stack == NULL;
+	ErrorContextCallback *context;
+
+	if (statement_depth > 1)
+		return false;
+	for (context = error_context_stack; context != NULL;
+		 context = context->previous)
+	{
+		if (context->callback != ParamsErrorCallback)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Whether the client's own statement is calling, outside any transaction
+ * block, so that whatever the call sets up for the transaction ends with
+ * this statement: a lock, a lease, fencing.token.
+ *
+ * A transaction block is BEGIN ... COMMIT, and also the implicit one of
+ * several statements sent in one simple query.  In the extended protocol
+ * every statement up to the next Sync runs in one transaction, and a
+ * pipeline sends several: from its second statement on, a statement
+ * shares its transaction with the ones before it.  PostgreSQL 18 makes
+ * those statements an implicit transaction block; 15 and 17 only flag the
+ * transaction once an Execute completed without committing
+ * (XACT_FLAGS_PIPELINING), and reading the flag gives every version the
+ * same answer.  When a pipeline's first statement runs, nothing tells it
+ * from a lone statement whose Sync follows: it counts as outside.
+ */
+bool
+fencing_outside_transaction_block(void)
+{
+	if (IsTransactionBlock())
+		return false;
+	if ((MyXactFlags & XACT_FLAGS_PIPELINING) != 0)
+		return false;
+	return fencing_called_from_top_level();
 }
 
 /*

@@ -86,7 +86,7 @@ detect_postgres
 # package name, and each mapped to the Debian package that provides it.
 # One line each: group | what | check | Debian packages.  Groups:
 #   server  the PostgreSQL under test        build   compiling the extension
-#   client  libpq programs (examples/)       suites  make test's four suites
+#   client  libpq programs (examples/)       suites  make test's suites
 #   chaos   the Patroni failover suite
 # Checks: x:FILE is executable, f:FILE exists, cmd:NAME is on the test
 # user's PATH, sh:COMMAND succeeds (with the test user's PATH).  Packages:
@@ -119,6 +119,12 @@ suites|Perl modules of the TAP files|sh:perl -MTest::More -MTime::HiRes -MUnicod
 suites|IPC::Run (perl -MIPC::Run -e1)|sh:perl -MIPC::Run -e1|libipc-run-perl
 suites|pgbouncer|x:/usr/sbin/pgbouncer|pgbouncer
 suites|psycopg (python3 -c 'import psycopg')|sh:python3 -c 'import psycopg'|python3-psycopg
+suites|psycopg for /usr/bin/python3|sh:/usr/bin/python3 -c 'import psycopg'|python3-psycopg
+suites|pytest for /usr/bin/python3 (the driver suite)|sh:/usr/bin/python3 -m pytest --version|python3-pytest
+suites|node (the driver suite)|cmd:node|nodejs
+suites|npm (installs node-postgres for the driver suite)|cmd:npm|npm
+suites|gcc (the driver suite's libpq program)|cmd:gcc|gcc
+suites|libpq headers (libpq-fe.h, the driver suite)|f:$PG_INCLUDEDIR/libpq-fe.h|libpq-dev
 chaos|patroni|cmd:patroni|patroni
 chaos|etcd|cmd:etcd|etcd-server
 chaos|etcdctl|cmd:etcdctl|etcd-client

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# test/lib/suites.sh -- the five test suites of test/run_all.sh (sourced)
+# test/lib/suites.sh -- the six test suites of test/run_all.sh (sourced)
 #
 # Each run_* function runs one suite from the scratch copy $COPY as the test
 # user, prints its output, and calls record_result with what it counted.
@@ -391,7 +391,27 @@ run_tap()
 	stop_leftover_servers
 }
 
-# (e) chaos: fencing through real Patroni failovers (test/chaos/run.sh
+# (e) drivers: the guarantees through psycopg 3, node-postgres and libpq's
+# pipeline mode, straight to a server and through PgBouncer in transaction
+# pooling, both started by test/drivers/run.sh in the suite's own directory
+# (its header says what runs).  Its TAP lines (one per pytest and node
+# test) are counted.
+run_drivers()
+{
+	local dir=$SCRATCH/drivers rc=0 passed failed skipped
+
+	section "drivers: psycopg 3, node-postgres, libpq pipeline mode, PgBouncer (test/drivers/run.sh)"
+	as_test_user mkdir -p "$dir"
+	(cd "$COPY" && as_test_user "PG_CONFIG=$PG_CONFIG" \
+		timeout -k 30 "$SUITE_TIMEOUT" test/drivers/run.sh "$dir/work" "$@") \
+		>"$dir/run.log" 2>&1 || rc=$?
+	cat "$dir/run.log"
+	read -r passed failed skipped < <(count_tap_output "$dir/run.log")
+	count_broken_run drivers test/drivers/run.sh "$rc" "$SUITE_TIMEOUT"
+	record_result drivers "$passed" "$failed" "$skipped"
+}
+
+# (f) chaos: fencing through real Patroni failovers (test/chaos/run.sh
 # --short): both modes on one three-node cluster, seeded faults, the
 # checker's assertions as TAP lines.  It runs the fencing.so this run
 # installed, from a private copy of the server.  Network namespaces need
