@@ -294,6 +294,15 @@ build_root()
 		--customize-hook='sed -i "/Install-Recommends/d" "$1/etc/apt/apt.conf.d/99mmdebstrap"'
 	)
 
+	# A machine on this network trusts what this one trusts: a network
+	# that inspects TLS (the npm registry is reached over HTTPS) has its
+	# authority in /usr/local/share/ca-certificates, and a user's machine
+	# there has it too.  Debian's own mirrors are plain HTTP.
+	if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+		options[1]="--include=postgresql-$major,make,ca-certificates"
+		options+=(--customize-hook='cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/" && chroot "$1" update-ca-certificates >/dev/null')
+	fi
+
 	# testing's Release files are not renewed on every mirror in time
 	case $release in
 	bookworm | trixie) ;;
