@@ -260,14 +260,21 @@ make_fresh_start(FencingTokenState *state, uint64 clock)
 
 /*
  * Decide the next reservation, under the tokens lock.  Returns 0 and sets
- * *target, having lifted the counter to where the reservation starts; or
- * returns how many nanoseconds the clock must advance before a reservation
- * covering "needed" fits under clock + lead bound.
+ * *target, having lifted the counter to the clock floor; or returns how
+ * many nanoseconds the clock must advance before a reservation covering
+ * "needed" fits under clock + lead bound.
+ *
+ * The counter is not lifted to "needed": only advance_token asks for more
+ * than the counter, and it lifts the counter itself once the reservation
+ * is confirmed.  A reservation that fails (its wait for synchronous
+ * standbys cancelled) then leaves later tokens where they were, whereas
+ * the clock floor is where they would be anyway.
  */
 static uint64
 plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 {
 	uint64		clock = (uint64) fencing_clock_floor();
+	uint64		start;
 	uint64		base;
 	uint64		cap = clock + FENCING_LEAD_BOUND;
 
@@ -288,8 +295,8 @@ plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 	if (state->fresh_start)
 		make_fresh_start(state, clock);
 
-	base = Max(pg_atomic_read_u64(&state->counter), clock);
-	base = Max(base, needed);
+	start = Max(pg_atomic_read_u64(&state->counter), clock);
+	base = Max(start, needed);
 	if (base > (uint64) (PG_INT64_MAX - FENCING_RESERVE_BLOCK))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -321,7 +328,7 @@ plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 	if (*target <= cap)
 		state->ahead_logged = false;
 
-	fencing_raise_atomic(&state->counter, base);
+	fencing_raise_atomic(&state->counter, start);
 	return 0;
 }
 
