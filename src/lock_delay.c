@@ -74,6 +74,7 @@
 #include "utils/wait_event.h"
 
 #include "fencing.h"
+#include "lock_delay.h"
 
 #define LOCK_DELAY_FILE		"fencing.lock_delays"
 #define LOCK_DELAY_TMP		"fencing.lock_delays.tmp"
@@ -82,20 +83,6 @@
 
 /* The longest delay that can be configured: one hour. */
 #define LOCK_DELAY_MAX_MS	(3600 * 1000)
-
-/*
- * The shared table: entries[0 .. count - 1] are in use, kept dense (a
- * removed entry is replaced by the last one).  The lock protects the
- * entries; count is also an atomic so that the grant paths can see "no
- * delay" without taking it.
- */
-typedef struct LockDelayTable
-{
-	LWLock	   *lock;
-	int			capacity;
-	pg_atomic_uint32 count;
-	FencingLockDelay entries[FLEXIBLE_ARRAY_MEMBER];
-} LockDelayTable;
 
 /* The file the postmaster writes at exit: this header, then the entries. */
 typedef struct LockDelayFileHeader
@@ -161,22 +148,15 @@ fencing_lock_delay_init(void)
 }
 
 /*
- * As many delays as locks can be tracked at once: every delay comes from
- * a lock that had a registry entry.
+ * Room for as many delays as locks can be tracked at once, and the lock
+ * that guards them.
  */
-static Size
-lock_delay_shmem_size(int capacity)
-{
-	return add_size(offsetof(LockDelayTable, entries),
-					mul_size(capacity, sizeof(FencingLockDelay)));
-}
-
 static void
 lock_delay_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(lock_delay_shmem_size(fencing_lock_registry_configured_capacity()));
+	RequestAddinShmemSpace(lock_delay_table_size(fencing_lock_registry_configured_capacity()));
 	RequestNamedLWLockTranche("fencing lock delays", 1);
 }
 
@@ -326,8 +306,8 @@ lock_delay_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	delays = ShmemInitStruct("fencing lock delays",
-							 lock_delay_shmem_size(capacity), &found);
+	delays = ShmemInitStruct(LOCK_DELAY_SHMEM_NAME,
+							 lock_delay_table_size(capacity), &found);
 	if (!found)
 	{
 		delays->lock = &(GetNamedLWLockTranche("fencing lock delays"))->lock;

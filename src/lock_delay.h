@@ -1,0 +1,48 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock_delay.h
+ *		The layout of the shared table of lock delays (lock_delay.c), for
+ *		that file and for the test module that damages it on purpose
+ *		(test/tools/lock_delay_poke.c).
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/lock_delay.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_LOCK_DELAY_H
+#define FENCING_LOCK_DELAY_H
+
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+
+#include "fencing.h"
+
+/* The name under which the table lives in shared memory. */
+#define LOCK_DELAY_SHMEM_NAME	"fencing lock delays"
+
+/*
+ * The shared table: entries[0 .. count - 1] are in use, kept dense (a
+ * removed entry is replaced by the last one).  The lock protects the
+ * entries; count is also an atomic so that the grant paths can see "no
+ * delay" without taking it.
+ */
+typedef struct LockDelayTable
+{
+	LWLock	   *lock;
+	int			capacity;
+	pg_atomic_uint32 count;
+	FencingLockDelay entries[FLEXIBLE_ARRAY_MEMBER];
+} LockDelayTable;
+
+/* Bytes of shared memory the table takes for this many entries. */
+static inline Size
+lock_delay_table_size(int capacity)
+{
+	return add_size(offsetof(LockDelayTable, entries),
+					mul_size(capacity, sizeof(FencingLockDelay)));
+}
+
+#endif							/* FENCING_LOCK_DELAY_H */
