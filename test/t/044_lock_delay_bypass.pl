@@ -129,8 +129,8 @@ sub try_as
 # transaction and exits (the session ends with its transaction open).
 sub lose_locks
 {
-	my ($role, $prefix, $count) = @_;
-	my ($out, $err) = psql_as($role, 'postgres',
+	my ($role, $prefix, $count, $db) = @_;
+	my ($out, $err) = psql_as($role, $db // 'postgres',
 		"BEGIN; SELECT count(fencing.try_lock('$prefix ' || g)) FROM generate_series(1, $count) g;");
 	is($out, $count, "$role took $count locks ($prefix)");
 	$node->poll_query_until('postgres',
@@ -172,26 +172,40 @@ like(slurp_file($node->logfile, $log_offset),
 	qr/WARNING:  the table of fencing lock delays is full\n[^\n]*DETAIL:  The soonest delays of the role with OID \d+, which has the most delays, are folded into one delay of every fencing lock that role takes in the database with OID \d+/,
 	'a WARNING says whose delays were folded');
 
-# more lost sessions of the offender lengthen its own fold only
-lose_locks('mallory', 'yet more junk', 6);
+# more lost sessions of the offender, in the database where it still gets
+# locks, cost only its own delays
+lose_locks('mallory', 'yet more junk', 6, 'other');
 is(try_as('alice', 'postgres', 'unrelated 2'), 'granted',
 	'after more lost sessions of mallory, alice is still granted an unrelated name');
+is(try_as('alice', 'other', 'unrelated 2'), 'granted',
+	'in both databases');
 is(try_as('alice', 'postgres', 'victim'), 'refused',
 	"and 'victim' is still delayed");
+is(try_as('alice', 'other', 'yet more junk 6'), 'refused',
+	"and so is mallory's latest lost name");
 
 # --- clearing delays --------------------------------------------------------
 {
 	my ($out, $err) = psql_as('mallory', 'postgres', 'SELECT fencing.clear_lock_delays()');
 	like($err, qr/ERROR:  42501: permission denied for function clear_lock_delays/,
 		'clear_lock_delays() is not for PUBLIC');
+	my $delays_in = sub {
+		return sql("SELECT count(*) FROM fencing.locks
+					WHERE delayed_until IS NOT NULL AND database = '$_[0]'");
+	};
+	my $in_postgres = $delays_in->('postgres');
+	my $in_other = $delays_in->('other');
+	cmp_ok($in_other, '>', 0, 'precondition: both databases have delays');
 	is(sql("SELECT fencing.clear_lock_delays('victim')"), 1,
 		"the owner ends the delay of 'victim'");
 	is(try_as('alice', 'postgres', 'victim'), 'granted',
 		"'victim' is grantable at once");
-	is($node->safe_psql('other', 'SELECT fencing.clear_lock_delays()'), 0,
-		'another database has no delays to clear');
-	cmp_ok(sql('SELECT fencing.clear_lock_delays()'), '>=', 16,
-		'with no name, every delay of the database ends, the fold included');
+	is($node->safe_psql('other', 'SELECT fencing.clear_lock_delays()'), $in_other,
+		"with no name, every delay of the caller's database ends");
+	is($delays_in->('postgres'), $in_postgres - 1,
+		'and no delay of another database');
+	is(sql('SELECT fencing.clear_lock_delays()'), $in_postgres - 1,
+		'the fold ends with the delays of its database');
 	is(sql('SELECT count(*) FROM fencing.locks WHERE delayed_until IS NOT NULL'),
 		0, 'no delay is left');
 	is(try_as('mallory', 'postgres', 'unrelated'), 'granted',
