@@ -15,12 +15,19 @@
  *
  * Delays live in a fixed-size shared table, one entry per lock the lost
  * holder had (a name's lock, or one permit of a semaphore), with the
- * moment it ends.  Three ways to start one:
+ * moment the holder was lost.  A delay ends fencing.lock_delay after that
+ * moment, by the setting in force now: lowering the setting shortens the
+ * delays running, 0 ends them all, raising it lengthens them.  The
+ * postmaster publishes the setting in the table whenever it reads the
+ * configuration, and every backend applies that value, not its own copy
+ * (which follows a reload only at the backend's next command: a holder
+ * idle in its transaction would start the delay of a setting long gone).
+ * Three ways to start one:
  *
  *	- a backend that exits with locks (locks.c, a before_shmem_exit
  *	  callback that runs before ShutdownPostgres aborts the transaction,
- *	  while the backend still knows what it holds) records each of them
- *	  with until = now + fencing.lock_delay;
+ *	  while the backend still knows what it holds) records each of them,
+ *	  lost now;
  *	- a backend crash: the postmaster runs shmem_exit(1) before it creates
  *	  shared memory anew (PostmasterStateMachine, in 15, 17 and 18 alike),
  *	  so an on_shmem_exit callback registered by the postmaster after the
@@ -28,8 +35,8 @@
  *	  copies the live delays and every granted lock of the registry
  *	  (lock_registry.c), reading without locks (a dead backend may hold
  *	  them), into postmaster-local memory; the next shared-memory startup
- *	  turns them into delays (a lock held at the crash gets until = the
- *	  time of the reinitialisation + fencing.lock_delay);
+ *	  turns them into delays (a lock held at the crash is lost at the time
+ *	  of the reinitialisation);
  *	- a server restart: the same callback writes what it copied to the file
  *	  LOCK_DELAY_FILE in the data directory, and the next start reads it
  *	  back, dropping delays that have ended.  A damaged file is a WARNING
@@ -94,7 +101,7 @@ typedef struct LockDelayFileHeader
 	pg_crc32c	crc;			/* of the entries, then the header up to crc */
 } LockDelayFileHeader;
 
-/* GUC fencing.lock_delay, in milliseconds */
+/* GUC fencing.lock_delay, in milliseconds: this process's copy */
 static int	lock_delay_ms = 0;
 
 static LockDelayTable *delays = NULL;
@@ -114,6 +121,7 @@ pg_atomic_uint32 *fencing_lock_delay_count = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+static void assign_lock_delay(int newval, void *extra);
 static void lock_delay_shmem_request(void);
 static void lock_delay_shmem_startup(void);
 static void lock_delay_postmaster_exit(int code, Datum arg);
@@ -132,19 +140,46 @@ fencing_lock_delay_init(void)
 {
 	DefineCustomIntVariable("fencing.lock_delay",
 							"How long a fencing lock stays ungrantable after its holder's session ended abnormally.",
-							"A holder lost while holding a lock (lease expiry, termination, crash) may still have a side effect in flight; nobody is granted the lock until this has passed. A clean COMMIT or ROLLBACK frees it at once. 0 turns the delay off.",
+							"A holder lost while holding a lock (lease expiry, termination, crash) may still have a side effect in flight; nobody is granted the lock until this has passed. A clean COMMIT or ROLLBACK frees it at once. Lowering it shortens the delays in force; 0 turns the delay off and ends them.",
 							&lock_delay_ms,
 							0,
 							0,
 							LOCK_DELAY_MAX_MS,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
-							NULL, NULL, NULL);
+							NULL, assign_lock_delay, NULL);
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = lock_delay_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = lock_delay_shmem_startup;
+}
+
+/*
+ * The postmaster reads the configuration before it signals the backends to
+ * do so: publishing the value from there makes it the one in force at
+ * once, for every backend, busy or idle.
+ */
+static void
+assign_lock_delay(int newval, void *extra)
+{
+	if (!IsUnderPostmaster && delays != NULL)
+		pg_atomic_write_u32(&delays->delay_ms, (uint32) newval);
+}
+
+/* fencing.lock_delay in force, as the postmaster published it. */
+static inline int
+delay_ms_in_force(void)
+{
+	return (int) Min(pg_atomic_read_u32(&delays->delay_ms),
+					 (uint32) LOCK_DELAY_MAX_MS);
+}
+
+/* When a delay ends under the setting ms. */
+static inline TimestampTz
+delay_end(const FencingLockDelay *e, int ms)
+{
+	return TimestampTzPlusMilliseconds(e->since, ms);
 }
 
 /*
@@ -199,7 +234,7 @@ delay_make_room(void)
 
 		if (delay_is_every(e))
 			every = i;
-		else if (soonest < 0 || e->until < delays->entries[soonest].until)
+		else if (soonest < 0 || e->since < delays->entries[soonest].since)
 			soonest = i;
 	}
 	if (soonest < 0)
@@ -224,8 +259,8 @@ delay_make_room(void)
 		memcpy(s->name, LOCK_DELAY_EVERY_NAME, s->namelen);
 		return delay_make_room();
 	}
-	if (s->until > delays->entries[every].until)
-		delays->entries[every].until = s->until;
+	if (s->since > delays->entries[every].since)
+		delays->entries[every].since = s->since;
 	*s = delays->entries[count - 1];
 	pg_atomic_write_u32(&delays->count, count - 1);
 	return true;
@@ -250,7 +285,7 @@ delay_put(const FencingLockDelay *delay)
 		if (e->dboid == delay->dboid && e->key == delay->key &&
 			e->permit == delay->permit)
 		{
-			if (delay->until > e->until)
+			if (delay->since > e->since)
 				*e = *delay;
 			return;
 		}
@@ -258,8 +293,8 @@ delay_put(const FencingLockDelay *delay)
 	if (count >= (uint32) delays->capacity && !delay_make_room())
 	{
 		/* only the delay of every lock is left: lengthen it */
-		if (delay->until > delays->entries[0].until)
-			delays->entries[0].until = delay->until;
+		if (delay->since > delays->entries[0].since)
+			delays->entries[0].since = delay->since;
 		return;
 	}
 	count = pg_atomic_read_u32(&delays->count);
@@ -269,17 +304,18 @@ delay_put(const FencingLockDelay *delay)
 }
 
 /*
- * Drop delays that have ended.  The caller holds the lock exclusively.
+ * Drop delays that have ended under the setting ms.  The caller holds the
+ * lock exclusively.
  */
 static void
-delay_purge(TimestampTz now)
+delay_purge(TimestampTz now, int ms)
 {
 	uint32		count = pg_atomic_read_u32(&delays->count);
 	uint32		i = 0;
 
 	while (i < count)
 	{
-		if (delays->entries[i].until <= now)
+		if (delay_end(&delays->entries[i], ms) <= now)
 		{
 			delays->entries[i] = delays->entries[count - 1];
 			count--;
@@ -313,6 +349,7 @@ lock_delay_shmem_startup(void)
 		delays->lock = &(GetNamedLWLockTranche("fencing lock delays"))->lock;
 		delays->capacity = capacity;
 		pg_atomic_init_u32(&delays->count, 0);
+		pg_atomic_init_u32(&delays->delay_ms, (uint32) lock_delay_ms);
 	}
 	fencing_lock_delay_count = &delays->count;
 	LWLockRelease(AddinShmemInitLock);
@@ -330,7 +367,8 @@ lock_delay_shmem_startup(void)
 			lock_delay_file_read();
 		for (i = 0; i < carried_count; i++)
 		{
-			if (carried[i].until <= now)
+			if (lock_delay_ms <= 0 ||
+				delay_end(&carried[i], lock_delay_ms) <= now)
 				continue;
 			delay_put(&carried[i]);
 			restored++;
@@ -346,20 +384,6 @@ lock_delay_shmem_startup(void)
 					 errmsg("could not remove file \"%s\": %m", LOCK_DELAY_FILE)));
 		on_shmem_exit(lock_delay_postmaster_exit, (Datum) 0);
 	}
-}
-
-/*
- * The delay of a lock whose holder was lost just now: fencing.lock_delay
- * from now.
- */
-static FencingLockDelay
-delay_starting_now(const FencingLockDelay *held)
-{
-	FencingLockDelay delay = *held;
-
-	delay.since = GetCurrentTimestamp();
-	delay.until = TimestampTzPlusMilliseconds(delay.since, lock_delay_ms);
-	return delay;
 }
 
 /*
@@ -382,16 +406,16 @@ carry(const FencingLockDelay *delay)
 
 /*
  * A lock held by a backend that did not live to record its delay (a
- * crash, or an immediate shutdown): the delay starts now.
+ * crash, or an immediate shutdown): it is lost now.
  */
 static void
 carry_held(const FencingLockDelay *held)
 {
-	FencingLockDelay delay;
+	FencingLockDelay delay = *held;
 
 	if (lock_delay_ms <= 0)
 		return;
-	delay = delay_starting_now(held);
+	delay.since = GetCurrentTimestamp();
 	carry(&delay);
 }
 
@@ -416,7 +440,7 @@ lock_delay_postmaster_exit(int code, Datum arg)
 		FencingLockDelay delay = delays->entries[i];
 
 		delay.namelen = Min(delay.namelen, FENCING_NAME_MAX_BYTES);
-		if (delay.until > now)
+		if (lock_delay_ms > 0 && delay_end(&delay, lock_delay_ms) > now)
 			carry(&delay);
 	}
 #ifdef FENCING_MUTANT_LOCK_DELAY_CRASH_FORGOTTEN
@@ -556,18 +580,18 @@ lock_delay_file_read(void)
 
 /*
  * This backend is exiting while its transaction holds the lock: start its
- * delay (or lengthen one in force).  Called from a before_shmem_exit
- * callback, while the transaction is still open, so the lock is still
- * held and nobody can have been granted it yet.
+ * delay (or lengthen one in force), under the setting in force.  Called
+ * from a before_shmem_exit callback, while the transaction is still open,
+ * so the lock is still held and nobody can have been granted it yet.
  */
 void
 fencing_lock_delay_start(const FencingLockDelay *held)
 {
-	FencingLockDelay delay;
+	FencingLockDelay delay = *held;
 
-	if (lock_delay_ms <= 0 || delays == NULL)
+	if (delays == NULL || delay_ms_in_force() <= 0)
 		return;
-	delay = delay_starting_now(held);
+	delay.since = GetCurrentTimestamp();
 
 	LWLockAcquire(delays->lock, LW_EXCLUSIVE);
 	delay_put(&delay);
@@ -586,6 +610,7 @@ TimestampTz
 fencing_lock_delay_until(int64 key, int permit)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	int			ms = delay_ms_in_force();
 	TimestampTz until = 0;
 	bool		ended = false;
 	uint32		count;
@@ -596,19 +621,20 @@ fencing_lock_delay_until(int64 key, int permit)
 	for (i = 0; i < count; i++)
 	{
 		FencingLockDelay *e = &delays->entries[i];
+		TimestampTz end = delay_end(e, ms);
 
-		if (e->until <= now)
+		if (end <= now)
 			ended = true;
 		else if ((e->key == key && e->permit == permit &&
 				  e->dboid == MyDatabaseId) || delay_is_every(e))
-			until = Max(until, e->until);
+			until = Max(until, end);
 	}
 	LWLockRelease(delays->lock);
 
 	if (ended)
 	{
 		LWLockAcquire(delays->lock, LW_EXCLUSIVE);
-		delay_purge(now);
+		delay_purge(now, ms);
 		LWLockRelease(delays->lock);
 	}
 	return until;
@@ -635,28 +661,48 @@ fencing_lock_delay_sleep(TimestampTz until, TimestampTz deadline)
 }
 
 /*
- * A copy of the delays in force, for the view fencing.locks; *count is
- * set.  Every database's, like the registry's rows.
+ * A copy of the delays in force, each with the moment it ends, for the
+ * view fencing.locks; *count is set.  Every database's, like the
+ * registry's rows.  Ended delays it meets are dropped, so that a delay the
+ * view no longer shows does not come back when the setting is raised.
  */
 FencingLockDelay *
 fencing_lock_delay_snapshot(int *count)
 {
 	TimestampTz now = GetCurrentTimestamp();
+	int			ms;
 	FencingLockDelay *copy;
+	bool		ended = false;
 	uint32		n;
 	uint32		i;
 
 	*count = 0;
 	if (delays == NULL || pg_atomic_read_u32(&delays->count) == 0)
 		return NULL;
+	ms = delay_ms_in_force();
 	LWLockAcquire(delays->lock, LW_SHARED);
 	n = pg_atomic_read_u32(&delays->count);
 	copy = palloc(sizeof(FencingLockDelay) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		if (delays->entries[i].until > now)
-			copy[(*count)++] = delays->entries[i];
+		FencingLockDelay *e = &delays->entries[i];
+
+		if (delay_end(e, ms) <= now)
+		{
+			ended = true;
+			continue;
+		}
+		copy[*count] = *e;
+		copy[*count].until = delay_end(e, ms);
+		(*count)++;
 	}
 	LWLockRelease(delays->lock);
+
+	if (ended)
+	{
+		LWLockAcquire(delays->lock, LW_EXCLUSIVE);
+		delay_purge(now, ms);
+		LWLockRelease(delays->lock);
+	}
 	return copy;
 }

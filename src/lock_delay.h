@@ -27,13 +27,16 @@
  * The shared table: entries[0 .. count - 1] are in use, kept dense (a
  * removed entry is replaced by the last one).  The lock protects the
  * entries; count is also an atomic so that the grant paths can see "no
- * delay" without taking it.
+ * delay" without taking it.  delay_ms is fencing.lock_delay as the
+ * postmaster last read it, the value every backend applies (a backend's own
+ * copy waits for its next command to follow a reload).
  */
 typedef struct LockDelayTable
 {
 	LWLock	   *lock;
 	int			capacity;
 	pg_atomic_uint32 count;
+	pg_atomic_uint32 delay_ms;
 	FencingLockDelay entries[FLEXIBLE_ARRAY_MEMBER];
 } LockDelayTable;
 
