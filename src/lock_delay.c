@@ -34,7 +34,8 @@
  *	  segment was created runs while the old segment is still attached.  It
  *	  copies the live delays and every granted lock of the registry
  *	  (lock_registry.c), reading without locks (a dead backend may hold
- *	  them), into postmaster-local memory; the next shared-memory startup
+ *	  them, and trusting none of its counts or times), into
+ *	  postmaster-local memory; the next shared-memory startup
  *	  turns them into delays (a lock held at the crash is lost at the time
  *	  of the reinitialisation);
  *	- a server restart: the same callback writes what it copied to the file
@@ -64,6 +65,7 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
@@ -91,6 +93,12 @@
 /* The longest delay that can be configured: one hour. */
 #define LOCK_DELAY_MAX_MS	(3600 * 1000)
 
+/*
+ * The most entries a file can hold: the delays and the held locks of the
+ * largest table fencing.max_tracked_locks allows.
+ */
+#define LOCK_DELAY_FILE_MAX_ENTRIES	(2 * 1000000)
+
 /* The file the postmaster writes at exit: this header, then the entries. */
 typedef struct LockDelayFileHeader
 {
@@ -105,6 +113,12 @@ typedef struct LockDelayFileHeader
 static int	lock_delay_ms = 0;
 
 static LockDelayTable *delays = NULL;
+
+/*
+ * The table's capacity as this process computed it from the settings,
+ * never as shared memory says: every read of the table is bounded by it.
+ */
+static int	table_capacity = 0;
 
 /*
  * What the postmaster copied from the old segment at a crash restart,
@@ -182,6 +196,13 @@ delay_end(const FencingLockDelay *e, int ms)
 	return TimestampTzPlusMilliseconds(e->since, ms);
 }
 
+/* The number of entries in use, never more than the table holds. */
+static inline uint32
+delay_count(void)
+{
+	return Min(pg_atomic_read_u32(&delays->count), (uint32) table_capacity);
+}
+
 /*
  * Room for as many delays as locks can be tracked at once, and the lock
  * that guards them.
@@ -222,7 +243,7 @@ delay_is_every(const FencingLockDelay *e)
 static bool
 delay_make_room(void)
 {
-	uint32		count = pg_atomic_read_u32(&delays->count);
+	uint32		count = delay_count();
 	int			every = -1;
 	int			soonest = -1;
 	uint32		i;
@@ -245,7 +266,7 @@ delay_make_room(void)
 			 errmsg("the table of fencing lock delays is full: no fencing lock is granted until the delay of \"%.*s\" ends",
 					(int) s->namelen, s->name),
 			 errdetail("All %d entries are in use; a delay that does not fit is kept as a delay of every lock, so that no lost holder's lock is granted early.",
-					   delays->capacity),
+					   table_capacity),
 			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart).")));
 	if (every < 0)
 	{
@@ -275,7 +296,7 @@ delay_make_room(void)
 static void
 delay_put(const FencingLockDelay *delay)
 {
-	uint32		count = pg_atomic_read_u32(&delays->count);
+	uint32		count = delay_count();
 	uint32		i;
 
 	for (i = 0; i < count; i++)
@@ -290,14 +311,14 @@ delay_put(const FencingLockDelay *delay)
 			return;
 		}
 	}
-	if (count >= (uint32) delays->capacity && !delay_make_room())
+	if (count >= (uint32) table_capacity && !delay_make_room())
 	{
 		/* only the delay of every lock is left: lengthen it */
 		if (delay->since > delays->entries[0].since)
 			delays->entries[0].since = delay->since;
 		return;
 	}
-	count = pg_atomic_read_u32(&delays->count);
+	count = delay_count();
 	delays->entries[count] = *delay;
 	pg_write_barrier();
 	pg_atomic_write_u32(&delays->count, count + 1);
@@ -310,7 +331,7 @@ delay_put(const FencingLockDelay *delay)
 static void
 delay_purge(TimestampTz now, int ms)
 {
-	uint32		count = pg_atomic_read_u32(&delays->count);
+	uint32		count = delay_count();
 	uint32		i = 0;
 
 	while (i < count)
@@ -327,6 +348,23 @@ delay_purge(TimestampTz now, int ms)
 }
 
 /*
+ * A delay the postmaster read from the old segment or from the file, made
+ * safe to keep: every length within its array, a start no later than now
+ * (a start ahead of the clock would make the delay outlast the setting).
+ * Returns whether it is still in force.
+ */
+static bool
+delay_sanitize(FencingLockDelay *d, TimestampTz now)
+{
+	d->namelen = Min(d->namelen, FENCING_NAME_MAX_BYTES);
+	if (d->mode > FENCING_LOCK_PERMIT)
+		d->mode = FENCING_LOCK_EXCLUSIVE;
+	if (d->since > now)
+		d->since = now;
+	return lock_delay_ms > 0 && delay_end(d, lock_delay_ms) > now;
+}
+
+/*
  * Create the table at postmaster start and after a crash restart, and in
  * the postmaster fill it with what the last life left: the delays copied
  * at a crash restart, or those of the file written at the last shutdown.
@@ -336,18 +374,18 @@ static void
 lock_delay_shmem_startup(void)
 {
 	bool		found;
-	int			capacity = fencing_lock_registry_configured_capacity();
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 
+	table_capacity = fencing_lock_registry_configured_capacity();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	delays = ShmemInitStruct(LOCK_DELAY_SHMEM_NAME,
-							 lock_delay_table_size(capacity), &found);
+							 lock_delay_table_size(table_capacity), &found);
 	if (!found)
 	{
 		delays->lock = &(GetNamedLWLockTranche("fencing lock delays"))->lock;
-		delays->capacity = capacity;
+		delays->capacity = table_capacity;
 		pg_atomic_init_u32(&delays->count, 0);
 		pg_atomic_init_u32(&delays->delay_ms, (uint32) lock_delay_ms);
 	}
@@ -367,8 +405,7 @@ lock_delay_shmem_startup(void)
 			lock_delay_file_read();
 		for (i = 0; i < carried_count; i++)
 		{
-			if (lock_delay_ms <= 0 ||
-				delay_end(&carried[i], lock_delay_ms) <= now)
+			if (!delay_sanitize(&carried[i], now))
 				continue;
 			delay_put(&carried[i]);
 			restored++;
@@ -422,9 +459,11 @@ carry_held(const FencingLockDelay *held)
 /*
  * The postmaster lets go of the segment: at a crash restart, and at
  * shutdown.  No backend runs, but one that crashed may have left a lock
- * or a write half done, so read without locks and bound every count.
- * Copy the live delays and the locks still held, then write them to the
- * file (the next start reads it; a crash restart uses the copy in memory).
+ * or a write half done, or written anything anywhere: read without locks,
+ * no further than the table this process made, and let delay_sanitize
+ * bound what each entry says when it is restored.  Copy the live delays
+ * and the locks still held, then write them to the file (the next start
+ * reads it; a crash restart uses the copy in memory).
  */
 static void
 lock_delay_postmaster_exit(int code, Datum arg)
@@ -434,13 +473,12 @@ lock_delay_postmaster_exit(int code, Datum arg)
 	uint32		i;
 
 	carried_count = 0;
-	count = Min(pg_atomic_read_u32(&delays->count), (uint32) delays->capacity);
+	count = delay_count();
 	for (i = 0; i < count; i++)
 	{
 		FencingLockDelay delay = delays->entries[i];
 
-		delay.namelen = Min(delay.namelen, FENCING_NAME_MAX_BYTES);
-		if (lock_delay_ms > 0 && delay_end(&delay, lock_delay_ms) > now)
+		if (delay_sanitize(&delay, now))
 			carry(&delay);
 	}
 #ifdef FENCING_MUTANT_LOCK_DELAY_CRASH_FORGOTTEN
@@ -513,7 +551,9 @@ report_damaged_file(const char *detail)
 }
 
 /*
- * Read the file written at the last shutdown into the carried delays.
+ * Read the file written at the last shutdown into the carried delays.  Its
+ * header is checked against the file's size before anything is allocated,
+ * so that a damaged count cannot ask the postmaster for a gigabyte.
  */
 static void
 lock_delay_file_read(void)
@@ -521,6 +561,7 @@ lock_delay_file_read(void)
 	LockDelayFileHeader header;
 	pg_crc32c	crc;
 	FencingLockDelay *entries;
+	struct stat st;
 	Size		size;
 	int			fd;
 	uint32		i;
@@ -536,7 +577,8 @@ lock_delay_file_read(void)
 					 errdetail("Fencing lock delays from before the restart are ignored.")));
 		return;
 	}
-	if (read(fd, &header, sizeof(header)) != sizeof(header))
+	if (read(fd, &header, sizeof(header)) != sizeof(header) ||
+		fstat(fd, &st) != 0)
 	{
 		CloseTransientFile(fd);
 		report_damaged_file("The file is shorter than its header.");
@@ -544,7 +586,7 @@ lock_delay_file_read(void)
 	}
 	if (header.magic != LOCK_DELAY_MAGIC || header.version != LOCK_DELAY_VERSION ||
 		header.entry_size != sizeof(FencingLockDelay) ||
-		header.count > (uint32) MaxAllocSize / sizeof(FencingLockDelay))
+		header.count > LOCK_DELAY_FILE_MAX_ENTRIES)
 	{
 		CloseTransientFile(fd);
 		report_damaged_file(psprintf("Its header (magic 0x%08X, version %u, %u entries of %u bytes) is not one this server writes.",
@@ -553,6 +595,13 @@ lock_delay_file_read(void)
 		return;
 	}
 	size = mul_size(header.count, sizeof(FencingLockDelay));
+	if ((Size) st.st_size != sizeof(header) + size)
+	{
+		CloseTransientFile(fd);
+		report_damaged_file(psprintf("Its header announces %u entries, but the file has %lld bytes.",
+									 header.count, (long long) st.st_size));
+		return;
+	}
 	entries = palloc(Max(size, 1));
 	if (read(fd, entries, size) != (ssize_t) size)
 	{
@@ -571,10 +620,7 @@ lock_delay_file_read(void)
 		return;
 	}
 	for (i = 0; i < header.count; i++)
-	{
-		entries[i].namelen = Min(entries[i].namelen, FENCING_NAME_MAX_BYTES);
 		carry(&entries[i]);
-	}
 	pfree(entries);
 }
 
@@ -617,7 +663,7 @@ fencing_lock_delay_until(int64 key, int permit)
 	uint32		i;
 
 	LWLockAcquire(delays->lock, LW_SHARED);
-	count = pg_atomic_read_u32(&delays->count);
+	count = delay_count();
 	for (i = 0; i < count; i++)
 	{
 		FencingLockDelay *e = &delays->entries[i];
@@ -681,7 +727,7 @@ fencing_lock_delay_snapshot(int *count)
 		return NULL;
 	ms = delay_ms_in_force();
 	LWLockAcquire(delays->lock, LW_SHARED);
-	n = pg_atomic_read_u32(&delays->count);
+	n = delay_count();
 	copy = palloc(sizeof(FencingLockDelay) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
