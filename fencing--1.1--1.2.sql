@@ -9,3 +9,16 @@
  * objects (test/t/053_upgrade_script.pl compares them).  Calls are
  * schema-qualified, as in the install script.
  */
+
+-- Ending a lost holder's delay early is what the delay exists to prevent, so
+-- it needs a right PUBLIC lacks: the owner calls it, or grants it to an
+-- operator who knows the holder is gone for good.
+CREATE FUNCTION fencing.clear_lock_delays(name text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'fencing_clear_lock_delays'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.clear_lock_delays(text) IS
+'end the lock-delays (fencing.lock_delay) of name in this database at once, or with NULL every delay that refuses a lock in this database; returns how many ended';
+
+REVOKE EXECUTE ON FUNCTION fencing.clear_lock_delays(text) FROM PUBLIC;

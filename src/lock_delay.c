@@ -15,10 +15,10 @@
  *
  * Delays live in a fixed-size shared table, one entry per lock the lost
  * holder had (a name's lock, or one permit of a semaphore), with the
- * moment the holder was lost.  A delay ends fencing.lock_delay after that
- * moment, by the setting in force now: lowering the setting shortens the
- * delays running, 0 ends them all, raising it lengthens them.  The
- * postmaster publishes the setting in the table whenever it reads the
+ * moment the holder was lost and its role.  A delay ends fencing.lock_delay
+ * after that moment, by the setting in force now: lowering the setting
+ * shortens the delays running, 0 ends them all, raising it lengthens them.
+ * The postmaster publishes the setting in the table whenever it reads the
  * configuration, and every backend applies that value, not its own copy
  * (which follows a reload only at the backend's next command: a holder
  * idle in its transaction would start the delay of a setting long gone).
@@ -35,9 +35,9 @@
  *	  copies the live delays and every granted lock of the registry
  *	  (lock_registry.c), reading without locks (a dead backend may hold
  *	  them, and trusting none of its counts or times), into
- *	  postmaster-local memory; the next shared-memory startup
- *	  turns them into delays (a lock held at the crash is lost at the time
- *	  of the reinitialisation);
+ *	  postmaster-local memory; the next shared-memory startup turns them
+ *	  into delays (a lock held at the crash is lost at the time of the
+ *	  reinitialisation);
  *	- a server restart: the same callback writes what it copied to the file
  *	  LOCK_DELAY_FILE in the data directory, and the next start reads it
  *	  back, dropping delays that have ended.  A damaged file is a WARNING
@@ -50,10 +50,17 @@
  * which is the case unless a holder was lost within the last
  * fencing.lock_delay, that is one atomic read of the number of entries.
  *
- * When the table is full, the delays that end soonest are folded into one
- * delay of every lock (nothing is granted until it ends), never dropped,
- * with a WARNING: a lock refused for a while is better than a lost
- * holder's lock granted early.
+ * When the table is full, no delay is dropped: the role with the most
+ * delays has its soonest ones folded into one delay of every fencing lock
+ * that role takes in their database, with a WARNING.  Any role that may
+ * take locks can fill the table (lose holders of many names), and what it
+ * costs falls on that role: its own sessions are refused their locks until
+ * the fold ends, while every other role keeps its delays and its locks,
+ * and other databases are not touched.  The folded names themselves are no
+ * longer refused to other roles.  Only when every delay belongs to a role
+ * of its own are two of them folded into a delay of every lock of their
+ * database.  fencing.clear_lock_delays() lets the extension's owner end
+ * the delays of a name, or of a database, at once.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -77,6 +84,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -85,10 +93,12 @@
 #include "fencing.h"
 #include "lock_delay.h"
 
+PG_FUNCTION_INFO_V1(fencing_clear_lock_delays);
+
 #define LOCK_DELAY_FILE		"fencing.lock_delays"
 #define LOCK_DELAY_TMP		"fencing.lock_delays.tmp"
 #define LOCK_DELAY_MAGIC	0x464E4C44	/* "FNLD" */
-#define LOCK_DELAY_VERSION	1
+#define LOCK_DELAY_VERSION	2
 
 /* The longest delay that can be configured: one hour. */
 #define LOCK_DELAY_MAX_MS	(3600 * 1000)
@@ -189,6 +199,19 @@ delay_ms_in_force(void)
 					 (uint32) LOCK_DELAY_MAX_MS);
 }
 
+/*
+ * Room for as many delays as locks can be tracked at once, and the lock
+ * that guards them.
+ */
+static void
+lock_delay_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(lock_delay_table_size(fencing_lock_registry_configured_capacity()));
+	RequestNamedLWLockTranche("fencing lock delays", 1);
+}
+
 /* When a delay ends under the setting ms. */
 static inline TimestampTz
 delay_end(const FencingLockDelay *e, int ms)
@@ -204,94 +227,257 @@ delay_count(void)
 }
 
 /*
- * Room for as many delays as locks can be tracked at once, and the lock
- * that guards them.
+ * Whether a delay refuses a grant of (key, permit) in this database to a
+ * session of this role.
+ */
+static inline bool
+delay_refuses(const FencingLockDelay *e, int64 key, int permit, Oid roleid)
+{
+	if (!e->folded)
+		return e->key == key && e->permit == permit &&
+			e->dboid == MyDatabaseId;
+	return (e->dboid == InvalidOid || e->dboid == MyDatabaseId) &&
+		(e->roleid == InvalidOid || e->roleid == roleid);
+}
+
+/* Whether a delay refuses any grant in the database dboid. */
+static inline bool
+delay_in_database(const FencingLockDelay *e, Oid dboid)
+{
+	return e->dboid == dboid || (e->folded && e->dboid == InvalidOid);
+}
+
+/*
+ * Remove entry i, replacing it with the last one.  The caller holds the
+ * lock exclusively (or is the postmaster filling a new table).
  */
 static void
-lock_delay_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(lock_delay_table_size(fencing_lock_registry_configured_capacity()));
-	RequestNamedLWLockTranche("fencing lock delays", 1);
-}
-
-/*
- * The delay that stands for every fencing lock of every database: what a
- * full table folds the delays it cannot keep into.  It is an entry like the
- * others (so the count the grant paths read covers it), with no database,
- * key 0 and this permit number.
- */
-#define LOCK_DELAY_EVERY_PERMIT		0xFFFF
-#define LOCK_DELAY_EVERY_NAME		"(every fencing lock: the table of lock delays was full)"
-
-static inline bool
-delay_is_every(const FencingLockDelay *e)
-{
-	return e->dboid == InvalidOid && e->permit == LOCK_DELAY_EVERY_PERMIT;
-}
-
-/*
- * Make one entry free in a full table without ending any delay early: the
- * delay that ends soonest is folded into the delay of every lock (made in
- * its slot when there is none yet, which frees nothing by itself, so a
- * second one follows).  Losing a delay would hand a lost holder's name to
- * a new holder early, and anyone who may take a lock could fill the table
- * on purpose to do that; refusing every lock for a while is the safe side.
- * Returns false when only the delay of every lock is left.
- */
-static bool
-delay_make_room(void)
+delay_remove(uint32 i)
 {
 	uint32		count = delay_count();
-	int			every = -1;
+
+	delays->entries[i] = delays->entries[count - 1];
+	pg_atomic_write_u32(&delays->count, count - 1);
+}
+
+/*
+ * Fold the delay "from" into "into", which becomes (or stays) a folded
+ * delay: of one database and one role when both had the same, else of
+ * every database or every role, and ending no sooner than either.
+ */
+static void
+delay_fold_into(FencingLockDelay *into, const FencingLockDelay *from)
+{
+	if (!into->folded)
+	{
+		into->folded = true;
+		into->key = 0;
+		into->permit = 0;
+		into->permits = 0;
+		into->mode = FENCING_LOCK_EXCLUSIVE;
+		into->namelen = 0;
+	}
+	if (into->dboid != from->dboid)
+		into->dboid = InvalidOid;
+	if (into->roleid != from->roleid)
+		into->roleid = InvalidOid;
+	if (from->since > into->since)
+	{
+		into->since = from->since;
+		into->pid = from->pid;
+	}
+}
+
+/*
+ * The role with the most delays, and how many it has: the scratch space
+ * sorted.
+ */
+static Oid
+most_delayed_role(int *most)
+{
+	Oid		   *roles = lock_delay_table_scratch(delays, table_capacity);
+	uint32		count = delay_count();
+	Oid			best = InvalidOid;
+	uint32		i;
+	int			run = 0;
+
+	*most = 0;
+	for (i = 0; i < count; i++)
+		roles[i] = delays->entries[i].roleid;
+	qsort(roles, count, sizeof(Oid), oid_cmp);
+	for (i = 0; i < count; i++)
+	{
+		run = (i > 0 && roles[i] == roles[i - 1]) ? run + 1 : 1;
+		if (run > *most)
+		{
+			*most = run;
+			best = roles[i];
+		}
+	}
+	return best;
+}
+
+/*
+ * The entry of role roleid that ends soonest, folded or not as asked, other
+ * than entry "except"; -1 when there is none.
+ */
+static int
+soonest_of_role(Oid roleid, bool folded, int except)
+{
+	uint32		count = delay_count();
 	int			soonest = -1;
 	uint32		i;
-	FencingLockDelay *s;
 
 	for (i = 0; i < count; i++)
 	{
 		FencingLockDelay *e = &delays->entries[i];
 
-		if (delay_is_every(e))
-			every = i;
-		else if (soonest < 0 || e->since < delays->entries[soonest].since)
+		if (e->roleid != roleid || e->folded != folded || (int) i == except)
+			continue;
+		if (soonest < 0 || e->since < delays->entries[soonest].since)
 			soonest = i;
 	}
-	if (soonest < 0)
-		return false;
-	s = &delays->entries[soonest];
-	ereport(WARNING,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("the table of fencing lock delays is full: no fencing lock is granted until the delay of \"%.*s\" ends",
-					(int) s->namelen, s->name),
-			 errdetail("All %d entries are in use; a delay that does not fit is kept as a delay of every lock, so that no lost holder's lock is granted early.",
-					   table_capacity),
-			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart).")));
-	if (every < 0)
+	return soonest;
+}
+
+/* A folded delay of role roleid that covers the database dboid, or -1. */
+static int
+fold_of_role(Oid roleid, Oid dboid)
+{
+	uint32		count = delay_count();
+	uint32		i;
+
+	for (i = 0; i < count; i++)
 	{
-		s->dboid = InvalidOid;
-		s->key = 0;
-		s->pid = 0;
-		s->permit = LOCK_DELAY_EVERY_PERMIT;
-		s->permits = 0;
-		s->mode = FENCING_LOCK_EXCLUSIVE;
-		s->namelen = strlen(LOCK_DELAY_EVERY_NAME);
-		memcpy(s->name, LOCK_DELAY_EVERY_NAME, s->namelen);
-		return delay_make_room();
+		FencingLockDelay *e = &delays->entries[i];
+
+		if (e->folded && e->roleid == roleid &&
+			(e->dboid == dboid || e->dboid == InvalidOid))
+			return i;
 	}
-	if (s->since > delays->entries[every].since)
-		delays->entries[every].since = s->since;
-	*s = delays->entries[count - 1];
-	pg_atomic_write_u32(&delays->count, count - 1);
-	return true;
+	return -1;
 }
 
 /*
- * Add a delay, or lengthen the one the lock already has.  The caller holds
- * the lock exclusively (or is the postmaster filling a new table).  A full
- * table folds its soonest delays into a delay of every lock
- * (delay_make_room): never does a delay end early.
+ * Free up to "need" entries by folding the soonest delays of one role into
+ * a folded delay of that role: into the one of the delay's database, made
+ * from the delay itself when there is none yet (which frees nothing by
+ * itself), and folds of different databases into one of every database
+ * when only folds are left.  Returns how many entries it freed, and in
+ * *dboid the database of the last fold it made.
+ */
+static int
+fold_within_role(Oid roleid, int need, Oid *dboid)
+{
+	int			freed = 0;
+
+	while (freed < need)
+	{
+		int			e = soonest_of_role(roleid, false, -1);
+		int			f;
+
+		if (e >= 0)
+		{
+			f = fold_of_role(roleid, delays->entries[e].dboid);
+			if (f < 0)
+			{
+				delay_fold_into(&delays->entries[e], &delays->entries[e]);
+				continue;
+			}
+		}
+		else
+		{
+			f = soonest_of_role(roleid, true, -1);
+			e = f < 0 ? -1 : soonest_of_role(roleid, true, f);
+			if (e < 0)
+				break;
+		}
+		delay_fold_into(&delays->entries[f], &delays->entries[e]);
+		*dboid = delays->entries[f].dboid;
+		delay_remove(e);
+		freed++;
+	}
+	return freed;
+}
+
+/*
+ * Every entry belongs to a role of its own: fold the two that end soonest
+ * into a delay of every fencing lock of their database (or of every
+ * database), refused to everyone.  Returns the folded delay's database.
+ */
+static Oid
+fold_two_soonest(void)
+{
+	uint32		count = delay_count();
+	int			a = -1;
+	int			b = -1;
+	uint32		i;
+	Oid			dboid;
+
+	for (i = 0; i < count; i++)
+	{
+		TimestampTz since = delays->entries[i].since;
+
+		if (a < 0 || since < delays->entries[a].since)
+		{
+			b = a;
+			a = i;
+		}
+		else if (b < 0 || since < delays->entries[b].since)
+			b = i;
+	}
+	delay_fold_into(&delays->entries[a], &delays->entries[b]);
+	delays->entries[a].roleid = InvalidOid;
+	dboid = delays->entries[a].dboid;
+	delay_remove(b);
+	return dboid;
+}
+
+/*
+ * Make room in a full table without ending any delay early (a lost
+ * holder's name granted early is what the delay exists to prevent): the
+ * role with the most delays has its soonest ones folded, a sixteenth of
+ * the table at a time so that a session that ends with many locks does
+ * not sort the table once per lock.  Only when every delay belongs to a
+ * role of its own does a fold cover every role.  The caller holds the lock
+ * exclusively (or is the postmaster filling a new table).
+ */
+static void
+delay_make_room(void)
+{
+	int			most;
+	Oid			roleid = most_delayed_role(&most);
+	int			need = Max(table_capacity / 16, 1);
+	Oid			dboid = InvalidOid;
+
+	if (most >= 2 && fold_within_role(roleid, Min(need, most - 1), &dboid) > 0)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("the table of fencing lock delays is full"),
+				 OidIsValid(dboid) ?
+				 errdetail("The soonest delays of the role with OID %u, which has the most delays, are folded into one delay of every fencing lock that role takes in the database with OID %u; until it ends, that role is granted none there, and other roles keep their delays.",
+						   roleid, dboid) :
+				 errdetail("The soonest delays of the role with OID %u, which has the most delays, are folded into one delay of every fencing lock that role takes in any database; until it ends, that role is granted none, and other roles keep their delays.",
+						   roleid),
+				 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart), or end the delays with fencing.clear_lock_delays().")));
+		return;
+	}
+	dboid = fold_two_soonest();
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the table of fencing lock delays is full"),
+			 OidIsValid(dboid) ?
+			 errdetail("Every delay belongs to a different role; the two soonest are folded into one delay of every fencing lock in the database with OID %u, which nobody is granted until it ends.",
+					   dboid) :
+			 errdetail("Every delay belongs to a different role; the two soonest are folded into one delay of every fencing lock in every database, which nobody is granted until it ends."),
+			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart), or end the delays with fencing.clear_lock_delays().")));
+}
+
+/*
+ * Add a delay, or lengthen the one the lock (or, for a folded delay, its
+ * database and role) already has.  The caller holds the lock exclusively
+ * (or is the postmaster filling a new table).
  */
 static void
 delay_put(const FencingLockDelay *delay)
@@ -303,21 +489,22 @@ delay_put(const FencingLockDelay *delay)
 	{
 		FencingLockDelay *e = &delays->entries[i];
 
-		if (e->dboid == delay->dboid && e->key == delay->key &&
-			e->permit == delay->permit)
+		if (e->folded != delay->folded || e->dboid != delay->dboid)
+			continue;
+		if (delay->folded ? e->roleid == delay->roleid :
+			(e->key == delay->key && e->permit == delay->permit))
 		{
 			if (delay->since > e->since)
-				*e = *delay;
+			{
+				e->since = delay->since;
+				e->pid = delay->pid;
+				e->roleid = delay->roleid;
+			}
 			return;
 		}
 	}
-	if (count >= (uint32) table_capacity && !delay_make_room())
-	{
-		/* only the delay of every lock is left: lengthen it */
-		if (delay->since > delays->entries[0].since)
-			delays->entries[0].since = delay->since;
-		return;
-	}
+	if (count >= (uint32) table_capacity)
+		delay_make_room();
 	count = delay_count();
 	delays->entries[count] = *delay;
 	pg_write_barrier();
@@ -331,20 +518,15 @@ delay_put(const FencingLockDelay *delay)
 static void
 delay_purge(TimestampTz now, int ms)
 {
-	uint32		count = delay_count();
 	uint32		i = 0;
 
-	while (i < count)
+	while (i < delay_count())
 	{
 		if (delay_end(&delays->entries[i], ms) <= now)
-		{
-			delays->entries[i] = delays->entries[count - 1];
-			count--;
-		}
+			delay_remove(i);
 		else
 			i++;
 	}
-	pg_atomic_write_u32(&delays->count, count);
 }
 
 /*
@@ -359,6 +541,7 @@ delay_sanitize(FencingLockDelay *d, TimestampTz now)
 	d->namelen = Min(d->namelen, FENCING_NAME_MAX_BYTES);
 	if (d->mode > FENCING_LOCK_PERMIT)
 		d->mode = FENCING_LOCK_EXCLUSIVE;
+	d->folded = (d->folded != 0);
 	if (d->since > now)
 		d->since = now;
 	return lock_delay_ms > 0 && delay_end(d, lock_delay_ms) > now;
@@ -452,6 +635,7 @@ carry_held(const FencingLockDelay *held)
 
 	if (lock_delay_ms <= 0)
 		return;
+	delay.folded = false;
 	delay.since = GetCurrentTimestamp();
 	carry(&delay);
 }
@@ -637,7 +821,10 @@ fencing_lock_delay_start(const FencingLockDelay *held)
 
 	if (delays == NULL || delay_ms_in_force() <= 0)
 		return;
+	delay.folded = false;
 	delay.since = GetCurrentTimestamp();
+	if (!OidIsValid(delay.roleid))
+		delay.roleid = GetSessionUserId();
 
 	LWLockAcquire(delays->lock, LW_EXCLUSIVE);
 	delay_put(&delay);
@@ -647,16 +834,18 @@ fencing_lock_delay_start(const FencingLockDelay *held)
 
 /*
  * When the delay of a lock of this database ends, or 0 when none is in
- * force: a name's lock (permit 0) or permit n of a semaphore.  Takes the
- * lock shared; ended delays it meets are dropped afterwards.  Called only
- * when the table is not empty (fencing_lock_delay_refuses).  A lookup, not
- * a refusal: the grant path that gives a lock back counts it.
+ * force: a name's lock (permit 0) or permit n of a semaphore, or every
+ * lock of this session's role.  Takes the lock shared; ended delays it
+ * meets are dropped afterwards.  Called only when the table is not empty
+ * (fencing_lock_delay_refuses).  A lookup, not a refusal: the grant path
+ * that gives a lock back counts it.
  */
 TimestampTz
 fencing_lock_delay_until(int64 key, int permit)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	int			ms = delay_ms_in_force();
+	Oid			roleid = GetSessionUserId();
 	TimestampTz until = 0;
 	bool		ended = false;
 	uint32		count;
@@ -671,8 +860,7 @@ fencing_lock_delay_until(int64 key, int permit)
 
 		if (end <= now)
 			ended = true;
-		else if ((e->key == key && e->permit == permit &&
-				  e->dboid == MyDatabaseId) || delay_is_every(e))
+		else if (delay_refuses(e, key, permit, roleid))
 			until = Max(until, end);
 	}
 	LWLockRelease(delays->lock);
@@ -704,6 +892,28 @@ fencing_lock_delay_sleep(TimestampTz until, TimestampTz deadline)
 		ResetLatch(MyLatch);
 	}
 	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The view's name for a folded delay: the names it stands for are gone.
+ */
+static void
+name_fold(FencingLockDelay *e)
+{
+	char	   *text;
+
+	if (OidIsValid(e->roleid))
+	{
+		char	   *role = GetUserNameFromId(e->roleid, true);
+
+		text = role != NULL ?
+			psprintf("(every fencing lock of role %s)", role) :
+			psprintf("(every fencing lock of role %u)", e->roleid);
+	}
+	else
+		text = pstrdup("(every fencing lock)");
+	e->namelen = Min(strlen(text), FENCING_NAME_MAX_BYTES);
+	memcpy(e->name, text, e->namelen);
 }
 
 /*
@@ -750,5 +960,56 @@ fencing_lock_delay_snapshot(int *count)
 		delay_purge(now, ms);
 		LWLockRelease(delays->lock);
 	}
+	for (i = 0; i < (uint32) *count; i++)
+		if (copy[i].folded)
+			name_fold(&copy[i]);
 	return copy;
+}
+
+/*
+ * SQL: fencing.clear_lock_delays(name text DEFAULT NULL) returns integer
+ *
+ * For an operator who knows a lost holder is gone for good: end the delays
+ * of name (its lock, and every permit of a semaphore of that name) in this
+ * database at once, or with NULL every delay that refuses a lock in this
+ * database, folded delays included (one that also covers other databases
+ * ends there too).  A name's delay that was folded ends only with its fold.
+ * Returns how many delays ended.  Revoked from PUBLIC: ending a delay
+ * early is what it exists to prevent.
+ */
+Datum
+fencing_clear_lock_delays(PG_FUNCTION_ARGS)
+{
+	bool		every = PG_ARGISNULL(0);
+	char		name[FENCING_NAME_MAX_BYTES + 1];
+	int64		key = 0;
+	int			cleared = 0;
+	uint32		i = 0;
+
+	if (!every)
+	{
+		int			len = fencing_canonical_name(PG_GETARG_DATUM(0), name);
+
+		key = fencing_key_of_canonical(name, len);
+	}
+	if (delays == NULL)
+		PG_RETURN_INT32(0);
+
+	LWLockAcquire(delays->lock, LW_EXCLUSIVE);
+	delay_purge(GetCurrentTimestamp(), delay_ms_in_force());
+	while (i < delay_count())
+	{
+		FencingLockDelay *e = &delays->entries[i];
+
+		if (every ? delay_in_database(e, MyDatabaseId) :
+			(!e->folded && e->dboid == MyDatabaseId && e->key == key))
+		{
+			delay_remove(i);
+			cleared++;
+		}
+		else
+			i++;
+	}
+	LWLockRelease(delays->lock);
+	PG_RETURN_INT32(cleared);
 }

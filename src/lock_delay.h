@@ -29,7 +29,9 @@
  * entries; count is also an atomic so that the grant paths can see "no
  * delay" without taking it.  delay_ms is fencing.lock_delay as the
  * postmaster last read it, the value every backend applies (a backend's own
- * copy waits for its next command to follow a reload).
+ * copy waits for its next command to follow a reload).  The entries are
+ * followed by capacity role OIDs, scratch space for whoever holds the lock
+ * exclusively (lock_delay.c counts the delays of each role in it).
  */
 typedef struct LockDelayTable
 {
@@ -44,8 +46,17 @@ typedef struct LockDelayTable
 static inline Size
 lock_delay_table_size(int capacity)
 {
-	return add_size(offsetof(LockDelayTable, entries),
-					mul_size(capacity, sizeof(FencingLockDelay)));
+	Size		size = offsetof(LockDelayTable, entries);
+
+	size = add_size(size, mul_size(capacity, sizeof(FencingLockDelay)));
+	return add_size(size, mul_size(capacity, sizeof(Oid)));
+}
+
+/* The scratch space after the entries. */
+static inline Oid *
+lock_delay_table_scratch(LockDelayTable *table, int capacity)
+{
+	return (Oid *) &table->entries[capacity];
 }
 
 #endif							/* FENCING_LOCK_DELAY_H */
