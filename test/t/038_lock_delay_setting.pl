@@ -23,6 +23,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(holding_session terminate_session);
 
 my $node = PostgreSQL::Test::Cluster->new('lock_delay_setting');
 $node->init;
@@ -45,26 +48,9 @@ sub set_lock_delay
 	  or die "fencing.lock_delay did not become $value";
 }
 
-# A session holding $name in an open transaction, idle; returns it and its
-# pid.
-sub holder
-{
-	my ($name) = @_;
-	my $h = $node->background_psql('postgres', on_error_stop => 0);
-	my $pid = $h->query_safe('SELECT pg_backend_pid()');
-	$h->query_safe("BEGIN; SELECT fencing.try_lock('$name')");
-	return ($h, $pid);
-}
+sub holder { return holding_session($node, @_); }
 
-sub terminate
-{
-	my ($h, $pid) = @_;
-	sql("SELECT pg_terminate_backend($pid)");
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid")
-	  or die "backend $pid did not exit";
-	eval { $h->quit };
-}
+sub terminate { terminate_session($node, @_); }
 
 # Seconds from the start of $name's delay to its end, as the view shows
 # them; undef when the name has no delay.

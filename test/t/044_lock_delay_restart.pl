@@ -21,6 +21,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(holding_session terminate_session);
 
 my $tmp = tempdir(CLEANUP => 1);
 chmod(0755, $tmp);
@@ -48,25 +50,9 @@ $node->safe_psql('postgres',
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
-# A session holding $name in an open transaction.
-sub holder
-{
-	my ($name) = @_;
-	my $h = $node->background_psql('postgres', on_error_stop => 0);
-	my $pid = $h->query_safe('SELECT pg_backend_pid()');
-	$h->query_safe("BEGIN; SELECT fencing.try_lock('$name')");
-	return ($h, $pid);
-}
+sub holder { return holding_session($node, @_); }
 
-sub lose_holder
-{
-	my ($h, $pid) = holder(@_);
-	sql("SELECT pg_terminate_backend($pid)");
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid")
-	  or die "backend $pid did not exit";
-	eval { $h->quit };
-}
+sub lose_holder { terminate_session($node, holder(@_)); }
 
 # Whether the server's log, from $offset on, says within a minute that the
 # server accepts connections again; a postmaster that died says nothing.
