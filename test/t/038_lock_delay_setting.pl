@@ -4,8 +4,8 @@
 # 038_lock_delay_setting.pl -- how fencing.lock_delay acts on the delays of
 # lost holders (src/lock_delay.c), beyond 038_lock_delay.pl:
 #
-# - a grant waiting out a delay (lock, lock_shared, lock_all with no
-#   timeout) is cancellable and honours statement_timeout: it ends with
+# - a grant waiting out a delay (lock, lock_shared, lock_all, acquire with
+#   no timeout) is cancellable and honours statement_timeout: it ends with
 #   57014 long before the delay does, holding nothing;
 # - a delay is scoped to its database: the same name in another database
 #   is granted at once;
@@ -66,18 +66,26 @@ sub delay_seconds
 # --- waiting out a delay: cancel and statement_timeout --------------------
 terminate(holder('job wait'));
 ok(defined delay_seconds('job wait'), 'the lost holder left a delay of five minutes');
+{
+	my ($h, $pid) = holder('job unrelated');
+	$h->query_safe("SELECT fencing.try_acquire('job pool wait', 1)");
+	terminate($h, $pid);
+}
+ok(defined delay_seconds('job pool wait'), "and one of the only permit of 'job pool wait'");
 
 my @waits = (
 	[ 'lock',        "fencing.lock('job wait')" ],
 	[ 'lock_shared', "fencing.lock_shared('job wait')" ],
-	[ 'lock_all',    "fencing.lock_all(ARRAY['job wait', 'job wait 2'])" ]);
+	[ 'lock_all',    "fencing.lock_all(ARRAY['job wait', 'job wait 2'])" ],
+	[ 'acquire',     "fencing.acquire('job pool wait', 1)" ]);
 for my $w (@waits)
 {
 	my ($label, $call) = @$w;
 	my $started = time();
 	my ($ret, $out, $err) = $node->psql('postgres',
 		"SET statement_timeout = '1s'; BEGIN; SELECT $call;",
-		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+		extra_params => [ '-v', 'VERBOSITY=verbose' ],
+		timeout => 30, timed_out => \my $timed_out);
 	my $took = time() - $started;
 	like($err, qr/ERROR:  57014: canceling statement due to statement timeout/,
 		"$label waiting out a delay: statement_timeout ends it (57014)");
@@ -85,7 +93,7 @@ for my $w (@waits)
 	cmp_ok($took, '<', 30, "$label: long before the delay ends");
 
 	my $s = $node->background_psql('postgres', on_error_stop => 0,
-		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+		extra_params => [ '-v', 'VERBOSITY=verbose' ], timeout => 30);
 	my $pid = $s->query_safe('SELECT pg_backend_pid()');
 	$s->query_until(qr/sending/, "\\echo sending\nBEGIN; SELECT $call;\n");
 	$node->poll_query_until('postgres',
