@@ -21,6 +21,10 @@
 #   only its own fold).
 # - fencing.clear_lock_delays(name) (revoked from PUBLIC) ends a name's
 #   delays in the current database, or with no name every delay there.
+# - A table already full of another role's delays (that role lost many
+#   holders at once): a role that then loses holders pays for its own
+#   delays, folding them into its own fold; only its first delay makes room
+#   at the other role's expense, for one entry.
 # - Only when every delay in the table belongs to a different role are two
 #   of them folded into a delay of every lock of their database, and other
 #   databases are still granted theirs.
@@ -211,6 +215,27 @@ is(try_as('alice', 'other', 'yet more junk 6'), 'refused',
 	is(try_as('mallory', 'postgres', 'unrelated'), 'granted',
 		'mallory is granted her locks again');
 }
+
+# --- a table already full of another role's delays -------------------------
+$node->safe_psql('postgres', 'CREATE ROLE bob LOGIN');
+lose_locks('bob', 'bob', 16);
+is(sql("SELECT count(*) FROM fencing.locks WHERE delayed_until IS NOT NULL AND name LIKE 'bob %'"),
+	16, "bob's lost holders fill the table");
+lose_locks('mallory', 'late junk', 4);
+my $bob_grantable = 0;
+for my $i (1 .. 16)
+{
+	$bob_grantable++ if try_as('alice', 'postgres', "bob $i") eq 'granted';
+}
+cmp_ok($bob_grantable, '<=', 2,
+	"mallory's lost holders cost bob's delays at most the two folded to make one entry ($bob_grantable)");
+is( sql("SELECT count(*) FROM fencing.locks
+		 WHERE delayed_until IS NOT NULL AND database = 'postgres'
+		   AND name = '(every fencing lock of role mallory)'"),
+	1, "mallory's later delays are folded into her own");
+is(try_as('alice', 'postgres', 'unrelated 4'), 'granted',
+	'and alice is still granted an unrelated name');
+sql('SELECT fencing.clear_lock_delays()');
 
 # --- as many roles as the table has entries ---------------------------------
 # Each role loses one holder: once every entry belongs to a different role,
