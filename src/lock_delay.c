@@ -50,17 +50,18 @@
  * which is the case unless a holder was lost within the last
  * fencing.lock_delay, that is one atomic read of the number of entries.
  *
- * When the table is full, no delay is dropped: the role with the most
- * delays has its soonest ones folded into one delay of every fencing lock
- * that role takes in their database, with a WARNING.  Any role that may
- * take locks can fill the table (lose holders of many names), and what it
- * costs falls on that role: its own sessions are refused their locks until
- * the fold ends, while every other role keeps its delays and its locks,
- * and other databases are not touched.  The folded names themselves are no
- * longer refused to other roles.  Only when every delay belongs to a role
- * of its own are two of them folded into a delay of every lock of their
- * database.  fencing.clear_lock_delays() lets the extension's owner end
- * the delays of a name, or of a database, at once.
+ * When the table is full, no delay is dropped: delays are folded into one
+ * delay of every fencing lock that their role takes in their database,
+ * with a WARNING, and the role whose delay does not fit pays first (see
+ * delay_make_room).  Any role that may take locks can fill the table (lose
+ * holders of many names), and what it costs falls on that role: its own
+ * sessions are refused their locks until the fold ends, while every other
+ * role keeps its delays and its locks, and other databases are not
+ * touched.  The folded names themselves are no longer refused to other
+ * roles.  Only when every delay belongs to a role of its own are two of
+ * them folded into a delay of every lock of their database.
+ * fencing.clear_lock_delays() lets the extension's owner end the delays of
+ * a name, or of a database, at once.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -434,50 +435,135 @@ fold_two_soonest(void)
 }
 
 /*
- * Make room in a full table without ending any delay early (a lost
- * holder's name granted early is what the delay exists to prevent): the
- * role with the most delays has its soonest ones folded, a sixteenth of
- * the table at a time so that a session that ends with many locks does
- * not sort the table once per lock.  Only when every delay belongs to a
- * role of its own does a fold cover every role.  The caller holds the lock
- * exclusively (or is the postmaster filling a new table).
+ * What the last fold did, for the WARNING that its caller reports once it
+ * has let go of the lock (a report can block on a client that does not
+ * read, and every grant path may need the lock meanwhile).
  */
-static void
-delay_make_room(void)
+typedef struct FoldReport
 {
+	bool		pending;
+	bool		every_role;		/* a fold refused to every role */
+	Oid			roleid;
+	Oid			dboid;
+} FoldReport;
+
+static FoldReport fold_report;
+
+static void
+fold_reported(bool every_role, Oid roleid, Oid dboid)
+{
+	fold_report.pending = true;
+	fold_report.every_role = every_role;
+	fold_report.roleid = roleid;
+	fold_report.dboid = dboid;
+}
+
+/* The entries of role roleid: how many, and one of them in *one. */
+static int
+role_entries(Oid roleid, int *one)
+{
+	uint32		count = delay_count();
+	int			n = 0;
+	uint32		i;
+
+	for (i = 0; i < count; i++)
+	{
+		if (delays->entries[i].roleid == roleid)
+		{
+			*one = i;
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Make room in a full table for "delay" without ending any delay early (a
+ * lost holder's name granted early is what the delay exists to prevent).
+ * The role of the delay pays first: with two or more delays in the table
+ * its soonest ones are folded, a sixteenth of the table at a time so that
+ * a session that ends with many locks does not scan the table once per
+ * lock; with one, the new delay is folded into it, and there is nothing
+ * to add.  Only a role with no delay in the table yet makes room at
+ * another's expense: one entry, from the role with the most delays (or,
+ * when every delay belongs to a role of its own, from the two soonest,
+ * folded for every role).  So a role that loses holders of many names
+ * folds its own delays, and costs another role at most the two delays
+ * folded to make its first entry.  Returns whether the delay is still to
+ * be added.  The caller holds the lock exclusively (or is the postmaster
+ * filling a new table), and reports the fold afterwards (report_fold).
+ */
+static bool
+delay_make_room(const FencingLockDelay *delay)
+{
+	int			one = -1;
+	int			own = role_entries(delay->roleid, &one);
 	int			most;
-	Oid			roleid = most_delayed_role(&most);
-	int			need = Max(table_capacity / 16, 1);
+	Oid			roleid;
 	Oid			dboid = InvalidOid;
 
-	if (most >= 2 && fold_within_role(roleid, Min(need, most - 1), &dboid) > 0)
+	if (own >= 2 &&
+		fold_within_role(delay->roleid,
+						 Min(Max(table_capacity / 16, 1), own - 1), &dboid) > 0)
 	{
+		fold_reported(false, delay->roleid, dboid);
+		return true;
+	}
+	if (own >= 1)
+	{
+		delay_fold_into(&delays->entries[one], delay);
+		fold_reported(false, delay->roleid, delays->entries[one].dboid);
+		return false;
+	}
+	roleid = most_delayed_role(&most);
+	if (most >= 2 && fold_within_role(roleid, 1, &dboid) > 0)
+	{
+		fold_reported(false, roleid, dboid);
+		return true;
+	}
+	fold_reported(true, InvalidOid, fold_two_soonest());
+	return true;
+}
+
+/*
+ * The WARNING for the last fold, if one is still to be reported; called
+ * without the lock.
+ */
+static void
+report_fold(void)
+{
+	FoldReport	r = fold_report;
+
+	if (!r.pending)
+		return;
+	fold_report.pending = false;
+	if (r.every_role)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("the table of fencing lock delays is full"),
-				 OidIsValid(dboid) ?
-				 errdetail("The soonest delays of the role with OID %u, which has the most delays, are folded into one delay of every fencing lock that role takes in the database with OID %u; until it ends, that role is granted none there, and other roles keep their delays.",
-						   roleid, dboid) :
-				 errdetail("The soonest delays of the role with OID %u, which has the most delays, are folded into one delay of every fencing lock that role takes in any database; until it ends, that role is granted none, and other roles keep their delays.",
-						   roleid),
+				 OidIsValid(r.dboid) ?
+				 errdetail("Every delay belongs to a different role; the two soonest are folded into one delay of every fencing lock in the database with OID %u, which nobody is granted until it ends.",
+						   r.dboid) :
+				 errdetail("Every delay belongs to a different role; the two soonest are folded into one delay of every fencing lock in every database, which nobody is granted until it ends."),
 				 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart), or end the delays with fencing.clear_lock_delays().")));
-		return;
-	}
-	dboid = fold_two_soonest();
-	ereport(WARNING,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("the table of fencing lock delays is full"),
-			 OidIsValid(dboid) ?
-			 errdetail("Every delay belongs to a different role; the two soonest are folded into one delay of every fencing lock in the database with OID %u, which nobody is granted until it ends.",
-					   dboid) :
-			 errdetail("Every delay belongs to a different role; the two soonest are folded into one delay of every fencing lock in every database, which nobody is granted until it ends."),
-			 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart), or end the delays with fencing.clear_lock_delays().")));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("the table of fencing lock delays is full"),
+				 OidIsValid(r.dboid) ?
+				 errdetail("Delays of the role with OID %u are folded into one delay of every fencing lock that role takes in the database with OID %u; until it ends, that role is granted none there, and other roles keep their delays.",
+						   r.roleid, r.dboid) :
+				 errdetail("Delays of the role with OID %u are folded into one delay of every fencing lock that role takes in any database; until it ends, that role is granted none, and other roles keep their delays.",
+						   r.roleid),
+				 errhint("Raise fencing.max_tracked_locks (it takes effect at server restart), or end the delays with fencing.clear_lock_delays().")));
 }
 
 /*
  * Add a delay, or lengthen the one the lock (or, for a folded delay, its
- * database and role) already has.  The caller holds the lock exclusively
- * (or is the postmaster filling a new table).
+ * database and role) already has; in a full table it may be folded
+ * instead (delay_make_room).  The caller holds the lock exclusively (or is
+ * the postmaster filling a new table), and calls report_fold() once it
+ * has let go.
  */
 static void
 delay_put(const FencingLockDelay *delay)
@@ -503,8 +589,8 @@ delay_put(const FencingLockDelay *delay)
 			return;
 		}
 	}
-	if (count >= (uint32) table_capacity)
-		delay_make_room();
+	if (count >= (uint32) table_capacity && !delay_make_room(delay))
+		return;
 	count = delay_count();
 	delays->entries[count] = *delay;
 	pg_write_barrier();
@@ -591,6 +677,7 @@ lock_delay_shmem_startup(void)
 			if (!delay_sanitize(&carried[i], now))
 				continue;
 			delay_put(&carried[i]);
+			report_fold();
 			restored++;
 		}
 		if (restored > 0)
@@ -829,6 +916,7 @@ fencing_lock_delay_start(const FencingLockDelay *held)
 	LWLockAcquire(delays->lock, LW_EXCLUSIVE);
 	delay_put(&delay);
 	LWLockRelease(delays->lock);
+	report_fold();
 	fencing_stat_add(FENCING_STAT_DELAYS_STARTED, 1);
 }
 

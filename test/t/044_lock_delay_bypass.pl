@@ -173,7 +173,7 @@ is( sql("SELECT count(*) FROM fencing.locks
 		   AND name = '(every fencing lock of role mallory)'"),
 	1, "the view shows the fold as a delay of every lock of mallory's in that database");
 like(slurp_file($node->logfile, $log_offset),
-	qr/WARNING:  the table of fencing lock delays is full\n[^\n]*DETAIL:  The soonest delays of the role with OID \d+, which has the most delays, are folded into one delay of every fencing lock that role takes in the database with OID \d+/,
+	qr/WARNING:  the table of fencing lock delays is full\n[^\n]*DETAIL:  Delays of the role with OID \d+ are folded into one delay of every fencing lock that role takes in the database with OID \d+/,
 	'a WARNING says whose delays were folded');
 
 # more lost sessions of the offender, in the database where it still gets
