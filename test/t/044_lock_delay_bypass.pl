@@ -188,6 +188,13 @@ is(try_as('alice', 'postgres', 'victim'), 'refused',
 is(try_as('alice', 'other', 'yet more junk 6'), 'refused',
 	"and so is mallory's latest lost name");
 
+# a restart carries the fold over as it is
+$node->restart;
+is(try_as('mallory', 'postgres', 'unrelated'), 'refused',
+	"after a restart, mallory's fold is still in force");
+is(try_as('alice', 'postgres', 'unrelated 5'), 'granted',
+	'and still refuses nobody else');
+
 # --- clearing delays --------------------------------------------------------
 {
 	my ($out, $err) = psql_as('mallory', 'postgres', 'SELECT fencing.clear_lock_delays()');
