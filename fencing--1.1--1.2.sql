@@ -45,3 +45,16 @@ COMMENT ON FUNCTION fencing.set_token(bigint) IS
 'SET LOCAL fencing.token = token, from a bound parameter; only in a transaction block, only an issued token; returns token';
 
 GRANT EXECUTE ON FUNCTION fencing.set_token(bigint) TO PUBLIC;
+
+-- Ending a lost holder's delay early is what the delay exists to prevent, so
+-- it needs a right PUBLIC lacks: the owner calls it, or grants it to an
+-- operator who knows the holder is gone for good.
+CREATE FUNCTION fencing.clear_lock_delays(name text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'fencing_clear_lock_delays'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.clear_lock_delays(text) IS
+'end the lock-delays (fencing.lock_delay) of name in this database at once, or with NULL every delay that refuses a lock in this database; returns how many ended';
+
+REVOKE EXECUTE ON FUNCTION fencing.clear_lock_delays(text) FROM PUBLIC;

@@ -170,6 +170,19 @@ COMMENT ON VIEW fencing.locks IS
 COMMENT ON FUNCTION fencing.lock_rows() IS
 'the rows of the view fencing.locks; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
 
+-- Ending a lost holder's delay early is what the delay exists to prevent, so
+-- it needs a right PUBLIC lacks: the owner calls it, or grants it to an
+-- operator who knows the holder is gone for good.
+CREATE FUNCTION fencing.clear_lock_delays(name text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'fencing_clear_lock_delays'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.clear_lock_delays(text) IS
+'end the lock-delays (fencing.lock_delay) of name in this database at once, or with NULL every delay that refuses a lock in this database; returns how many ended';
+
+REVOKE EXECUTE ON FUNCTION fencing.clear_lock_delays(text) FROM PUBLIC;
+
 ------------------------------------------------------------------------
 -- Statistics (src/stats.c)
 ------------------------------------------------------------------------
@@ -340,8 +353,9 @@ COMMENT ON FUNCTION fencing.check_fence(text, bigint) IS
 REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
 
 -- Application roles call the lock, token and fence functions; what each one
--- may do is decided by its own grants above (advance_token, stats_reset and
--- check_fence are revoked from PUBLIC, resource_fences is read-only).
+-- may do is decided by its own grants above (advance_token,
+-- clear_lock_delays, stats_reset and check_fence are revoked from PUBLIC,
+-- resource_fences is read-only).
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
 
 -- Like pg_locks and pg_stat_*, the monitoring views are readable by everyone.

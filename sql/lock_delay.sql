@@ -62,3 +62,18 @@ SELECT attname
 FROM pg_attribute
 WHERE attrelid = 'fencing.stats'::regclass AND attnum > 0
 ORDER BY attnum;
+
+-- fencing.clear_lock_delays(name) ends the delays of a name in this
+-- database at once, and with no name every delay of this database
+-- (test/t/044_lock_delay_bypass.pl); here there are none.  A name is
+-- checked as a lock's is, and the function is not for PUBLIC.
+SELECT fencing.clear_lock_delays('no delay here') AS cleared;
+SELECT fencing.clear_lock_delays() AS cleared;
+SELECT fencing.clear_lock_delays('');
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+CREATE ROLE regress_lock_delay_clearer;
+SET ROLE regress_lock_delay_clearer;
+SELECT fencing.clear_lock_delays();
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE regress_lock_delay_clearer;

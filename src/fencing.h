@@ -120,22 +120,29 @@ extern int	fencing_lock_registry_configured_capacity(void);
 /* lock_delay.c */
 
 /*
- * A lock whose holder was lost, and until when nobody is granted it: a
- * name's lock (permit 0) or one permit of a semaphore.  Also what the
- * registry reports of a lock held when the postmaster lets go of shared
- * memory (until is then not yet set).
+ * A lock whose holder was lost: a name's lock (permit 0) or one permit of a
+ * semaphore, refused to everyone until fencing.lock_delay after "since".
+ * Also what the registry reports of a lock held when the postmaster lets go
+ * of shared memory, or when its holder exits (since is then not yet set).
+ *
+ * A folded delay (lock_delay.c, when the table is full) stands for delays
+ * whose names it no longer lists: it refuses every fencing lock of its
+ * database (InvalidOid: of every database) to its role (InvalidOid: to
+ * every role).  "until" is filled in only by fencing_lock_delay_snapshot.
  */
 typedef struct FencingLockDelay
 {
 	Oid			dboid;
+	Oid			roleid;			/* the lost holder's session user */
 	int			pid;			/* of the lost holder */
 	int64		key;
-	TimestampTz since;			/* when the delay started */
-	TimestampTz until;			/* when it ends */
+	TimestampTz since;			/* when the holder was lost */
+	TimestampTz until;			/* when the delay ends (snapshots only) */
 	uint16		permit;
 	uint16		permits;
 	uint8		mode;			/* a FencingLockMode */
 	uint8		namelen;
+	bool		folded;
 	char		name[FENCING_NAME_MAX_BYTES];
 } FencingLockDelay;
 

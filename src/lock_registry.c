@@ -96,6 +96,7 @@ typedef struct LockSlotData
 	uint16		permit;			/* FENCING_LOCK_PERMIT: which permit, 1.. */
 	uint16		permits;		/* and of how many */
 	Oid			dboid;
+	Oid			roleid;			/* the owner's session user */
 	int			pid;
 	int64		key;
 	int64		token;			/* meaningful only when granted */
@@ -298,6 +299,7 @@ slot_copy(LockSlot *slot, LockSlotData *copy)
 	copy->permit = slot->data.permit;
 	copy->permits = slot->data.permits;
 	copy->dboid = slot->data.dboid;
+	copy->roleid = slot->data.roleid;
 	copy->pid = slot->data.pid;
 	copy->key = slot->data.key;
 	copy->token = slot->data.token;
@@ -386,6 +388,7 @@ fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 		slot->data.permit = (uint16) permit;
 		slot->data.permits = (uint16) permits;
 		slot->data.dboid = MyDatabaseId;
+		slot->data.roleid = GetSessionUserId();
 		slot->data.pid = MyProcPid;
 		slot->data.key = key;
 		slot->data.token = 0;
@@ -583,6 +586,7 @@ slot_describe(const LockSlotData *copy, FencingLockDelay *held)
 {
 	memset(held, 0, sizeof(*held));
 	held->dboid = copy->dboid;
+	held->roleid = copy->roleid;
 	held->pid = copy->pid;
 	held->key = copy->key;
 	held->permit = copy->permit;

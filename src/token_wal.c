@@ -61,6 +61,8 @@
 #include "storage/fd.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "tcop/tcopprot.h"
+#include "utils/elog.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -260,14 +262,21 @@ make_fresh_start(FencingTokenState *state, uint64 clock)
 
 /*
  * Decide the next reservation, under the tokens lock.  Returns 0 and sets
- * *target, having lifted the counter to where the reservation starts; or
- * returns how many nanoseconds the clock must advance before a reservation
- * covering "needed" fits under clock + lead bound.
+ * *target, having lifted the counter to the clock floor; or returns how
+ * many nanoseconds the clock must advance before a reservation covering
+ * "needed" fits under clock + lead bound.
+ *
+ * The counter is not lifted to "needed": only advance_token asks for more
+ * than the counter, and it lifts the counter itself once the reservation
+ * is confirmed.  A reservation that fails (its wait for synchronous
+ * standbys cancelled) then leaves later tokens where they were, whereas
+ * the clock floor is where they would be anyway.
  */
 static uint64
 plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 {
 	uint64		clock = (uint64) fencing_clock_floor();
+	uint64		start;
 	uint64		base;
 	uint64		cap = clock + FENCING_LEAD_BOUND;
 
@@ -288,8 +297,8 @@ plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 	if (state->fresh_start)
 		make_fresh_start(state, clock);
 
-	base = Max(pg_atomic_read_u64(&state->counter), clock);
-	base = Max(base, needed);
+	start = Max(pg_atomic_read_u64(&state->counter), clock);
+	base = Max(start, needed);
 	if (base > (uint64) (PG_INT64_MAX - FENCING_RESERVE_BLOCK))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -321,7 +330,7 @@ plan_reservation(FencingTokenState *state, uint64 needed, uint64 *target)
 	if (*target <= cap)
 		state->ahead_logged = false;
 
-	fencing_raise_atomic(&state->counter, base);
+	fencing_raise_atomic(&state->counter, start);
 	return 0;
 }
 
@@ -445,6 +454,69 @@ fencing_reserve_tokens(uint64 needed)
 }
 
 /*
+ * While a reservation waits in core's SyncRepWaitForLSN: the log hook it
+ * replaced.  A cancel or a termination request ends that wait with a
+ * WARNING written for a commit ("The transaction has already committed
+ * locally, but might not have been replicated to the standby"), which is
+ * false of a reservation: no transaction committed, and the caller gets
+ * an error and no token instead.
+ */
+static emit_log_hook_type sync_wait_prev_emit_log_hook = NULL;
+
+/*
+ * Keep that WARNING out of the server log during the wait (the client is
+ * kept from it by client_min_messages, see wait_for_sync_standbys); every
+ * other report passes on.
+ */
+static void
+sync_wait_emit_log(ErrorData *edata)
+{
+	if (edata->elevel == WARNING && edata->funcname != NULL &&
+		strcmp(edata->funcname, "SyncRepWaitForLSN") == 0)
+	{
+		edata->output_to_server = false;
+		return;
+	}
+	if (sync_wait_prev_emit_log_hook)
+		sync_wait_prev_emit_log_hook(edata);
+}
+
+/*
+ * Core's wait for synchronous standbys, without its words for a commit:
+ * client_min_messages = error for the wait keeps its WARNING from the
+ * client (the log hook, from the server log), and the output core turns
+ * off when a termination request ends the wait (a commit must not look
+ * failed to its client) is turned on again, so that the client of a
+ * reservation learns why its session ends.  The caller has made a GUC
+ * nesting level.
+ */
+static void
+sync_rep_wait_quietly(XLogRecPtr lsn)
+{
+	CommandDest dest = whereToSendOutput;
+
+	(void) set_config_option("client_min_messages", "error",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	sync_wait_prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = sync_wait_emit_log;
+	PG_TRY();
+	{
+		HOLD_INTERRUPTS();
+		SyncRepWaitForLSN(lsn, false);
+		RESUME_INTERRUPTS();
+	}
+	PG_FINALLY();
+	{
+		emit_log_hook = sync_wait_prev_emit_log_hook;
+	}
+	PG_END_TRY();
+
+	if (ProcDiePending && whereToSendOutput == DestNone)
+		whereToSendOutput = dest;
+}
+
+/*
  * Wait, like a commit, until synchronous standbys have flushed the
  * reservation record, so a token is never handed out that a failover to a
  * synchronous standby could hand out again.  A session's own
@@ -455,35 +527,29 @@ fencing_reserve_tokens(uint64 needed)
  * synchronous_standby_names, as core's SyncStandbysDefined() does, not from
  * WalSndCtl's flags (whose layout differs between 15.x minor releases);
  * WalSndCtl->lsn[] is read, which every 15.x release lays out alike.
- * SyncRepWaitForLSN returns with only a WARNING when the wait is cancelled,
- * and at once while the checkpointer has not yet seen a new setting; if the
- * standbys did not confirm the record we raise an error, so the caller gets
- * no token.
+ * SyncRepWaitForLSN returns when the wait is cancelled (having consumed the
+ * cancel), and at once while the checkpointer has not yet seen a new
+ * setting; if the standbys did not confirm the record we raise an error,
+ * so the caller gets no token.  A termination request ends the session
+ * once the wait has returned.
  */
 static void
 wait_for_sync_standbys(XLogRecPtr lsn)
 {
-	int			nestlevel = -1;
+	int			nestlevel;
 	XLogRecPtr	confirmed;
 
 	if (max_wal_senders == 0 ||
 		SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
 		return;
 
+	nestlevel = NewGUCNestLevel();
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
-	{
-		nestlevel = NewGUCNestLevel();
 		(void) set_config_option("synchronous_commit", "on",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
-	}
-
-	HOLD_INTERRUPTS();
-	SyncRepWaitForLSN(lsn, false);
-	RESUME_INTERRUPTS();
-
-	if (nestlevel >= 0)
-		AtEOXact_GUC(true, nestlevel);
+	sync_rep_wait_quietly(lsn);
+	AtEOXact_GUC(true, nestlevel);
 
 	/* A terminate request during the wait ends the session here. */
 	CHECK_FOR_INTERRUPTS();

@@ -220,8 +220,12 @@ fencing_latest_token(PG_FUNCTION_ARGS)
  * back.
  * Returns the latest token, which is now at least at_least.
  *
- * Every check that can fail comes before the counter moves, so an error
- * leaves counter and limit as they were.  A target up to the lead bound
+ * Every check that can fail comes before the counter moves, and the
+ * counter moves only once the reservation is confirmed, so an error (also
+ * a cancelled wait for synchronous standbys) leaves the counter and the
+ * published limit as they were.  The reservation of a failed call may
+ * already be in WAL and in the state file: the server then restarts above
+ * it after a crash, which only skips values.  A target up to the lead bound
  * plus fencing.clock_tolerance beyond the clock makes the call wait for the
  * clock (token_wal.c); a target further ahead returns at once and voids the
  * lead bound until the clock passes it.

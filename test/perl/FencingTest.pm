@@ -18,7 +18,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
   sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
-  @WHITE_SPACE @IGNORABLE);
+  holding_session terminate_session @WHITE_SPACE @IGNORABLE);
 
 # The holder $h (a hash whose "session" is a background_psql in an open
 # transaction) takes a lease on $name with a ttl of an hour, so that its
@@ -41,6 +41,29 @@ sub session_gone
 	my ($node, $pid) = @_;
 	return $node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid");
+}
+
+# A session of $node that holds the fencing lock $name in an open
+# transaction and sits idle; returns the session (a background_psql) and
+# its backend's pid.
+sub holding_session
+{
+	my ($node, $name) = @_;
+	my $h = $node->background_psql('postgres', on_error_stop => 0);
+	my $pid = $h->query_safe('SELECT pg_backend_pid()');
+	$h->query_safe("BEGIN; SELECT fencing.try_lock('$name')");
+	return ($h, $pid);
+}
+
+# Terminate the backend $pid of $node, whose client is the session $h, and
+# wait until it has gone (a lost holder: its locks' delays have started).
+sub terminate_session
+{
+	my ($node, $h, $pid) = @_;
+	$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+	session_gone($node, $pid) or die "backend $pid did not exit";
+	eval { $h->quit };
+	return;
 }
 
 # Run one psql process (ON_ERROR_STOP) per SQL script text against the

@@ -8,8 +8,12 @@
 #    checkpointer has not seen it): the call fails with 57014;
 #  - while the synchronous standby is down, a reservation waits (wait event
 #    SyncRep) instead of handing out an unconfirmed token; cancelling the
-#    wait raises an error and returns no token; once the standby is back,
-#    calls succeed;
+#    wait raises an error and returns no token, with no word of a
+#    transaction that "committed locally" (none did), whatever the session's
+#    log_min_messages; terminating it ends the session with the usual FATAL;
+#    once the standby is back, calls succeed;
+#  - a cancelled advance_token moves nothing later tokens are served from:
+#    they continue where they were, not above its unconfirmed target;
 #  - a standby rebuilt with pg_basebackup while a reservation waits for it
 #    (its record already in WAL, before the backup's checkpoint) releases
 #    the waiter, and once promoted continues above every token the primary
@@ -129,12 +133,17 @@ sub cancel_and_check
 	my $label = $call->{label};
 	my $session = $call->{session};
 
+	my $log_offset = -s $primary->logfile;
 	is($primary->safe_psql('postgres', "SELECT pg_cancel_backend($call->{pid})"),
 		't', "$label: cancel sent");
 	my ($out) = $session->query("SELECT 'after cancel'");
 	is($out, 'after cancel', "$label: the cancelled call returned no token");
 	like($session->{stderr}, qr/ERROR:\s+57014:.*$expect_re/s,
 		"$label: the cancelled call raised an error (57014)");
+	unlike($session->{stderr}, qr/WARNING|committed locally/,
+		"$label: no warning about a transaction committed locally (none was)");
+	unlike(slurp_file($primary->logfile, $log_offset), qr/committed locally/,
+		"$label: nor does the server log speak of one");
 	return;
 }
 
@@ -148,6 +157,24 @@ cancel_and_check($a, qr/synchronous standbys/);
 cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 	'<', $far, 'no token at the unconfirmed target was handed out');
 
+# The cancelled advance_token must not have moved the counter: with the
+# standby back, the next token continues from the tokens handed out before,
+# far below the target that was never confirmed.
+$standby->start;
+$primary->poll_query_until('postgres',
+	"SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby'")
+  or die 'the standby did not become synchronous again';
+my $after_cancel = $primary->safe_psql('postgres', 'SELECT fencing.next_token()');
+cmp_ok($after_cancel, '>', $last,
+	'after the cancelled advance_token, tokens still increase');
+cmp_ok($after_cancel, '<', $far,
+	'and continue below the target the cancelled advance_token did not reach');
+$last = $after_cancel;
+$standby->stop;
+$primary->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_stat_replication WHERE application_name = 'standby'")
+  or die 'the standby did not disconnect';
+
 # (b) next_token after a restart (the counter resumes at the durable limit,
 # so the first call reserves): two callers, both wait, neither gets a token.
 # The first one has synchronous_commit = off: a session setting must not
@@ -155,13 +182,34 @@ cmp_ok($primary->safe_psql('postgres', 'SELECT fencing.latest_token()'),
 $primary->restart;
 my $b1 = start_waiting_call('next_token after restart, synchronous_commit = off',
 	'SELECT fencing.next_token()', 'SET synchronous_commit = off');
-my $b2 = start_waiting_call('a second next_token', 'SELECT fencing.next_token()');
+# The second one logs nothing below PANIC: a WARNING it would print is then
+# sent to its client without passing through the server log.
+my $b2 = start_waiting_call('a second next_token, log_min_messages = panic',
+	'SELECT fencing.next_token()', 'SET log_min_messages = panic');
+# A third one is terminated while it waits.
+my $b3 = start_waiting_call('a terminated next_token', 'SELECT fencing.next_token()');
 sleep 1;
 check_still_waiting($b1);
 check_still_waiting($b2);
+check_still_waiting($b3);
 my $latest_waiting = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');
 cancel_and_check($b1, qr/synchronous standbys/);
 cancel_and_check($b2, qr/synchronous standbys/);
+{
+	my $log_offset = -s $primary->logfile;
+	$primary->safe_psql('postgres', "SELECT pg_terminate_backend($b3->{pid})");
+	$b3->{session}{run}->finish;
+	like($b3->{session}{stderr},
+		qr/FATAL:\s+57P01:\s+terminating connection due to administrator command/,
+		'terminated while it waits: the client is told why its session ended');
+	unlike($b3->{session}{stderr}, qr/WARNING|committed locally/,
+		'terminated while it waits: no warning about a transaction committed locally');
+	ok( $primary->poll_query_until('postgres',
+			"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $b3->{pid}"),
+		'terminated while it waits: the session ended');
+	unlike(slurp_file($primary->logfile, $log_offset), qr/committed locally/,
+		'terminated while it waits: nor does the server log speak of one');
+}
 is($primary->safe_psql('postgres', 'SELECT tokens_issued FROM fencing.stats'),
 	'0', 'no token was issued while the standby was down');
 

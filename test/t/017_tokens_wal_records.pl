@@ -7,10 +7,10 @@
 # crash recovery, unless fencing.replay_1_0_wal = off frees the id (the
 # server then cannot replay such WAL and says which id is missing).  Redo
 # does not trust a record under either id: a record fencing never writes
-# (wrong length, a limit above the largest bigint, unknown info bits), as
-# another extension sharing the id would write, stops recovery with an error
-# that names the record and hints at the shared id; describing the record
-# for the error's context does not crash.  Records are written by a small
+# (too short or too long, a limit above the largest bigint, unknown info
+# bits), as another extension sharing the id would write, stops recovery
+# with an error that names the record and hints at the shared id;
+# describing the record for the error's context does not crash.  Records are written by a small
 # test module (test/tools/wal_record.c) compiled here.
 
 use strict;
@@ -89,11 +89,14 @@ cmp_ok($node->safe_psql('postgres', 'SELECT fencing.latest_token()'), '>=', $old
 cmp_ok($node->safe_psql('postgres', 'SELECT fencing.next_token()'), '>', $old_limit,
 	'tokens continue above the limit of the 1.0 record');
 
-# 2. Records fencing never writes: under id 199 too short, under id 128 a
-# limit above the largest bigint, under id 199 unknown info bits.
+# 2. Records fencing never writes: under id 199 too short and too long (a
+# valid limit followed by one byte more), under id 128 a limit above the
+# largest bigint, under id 199 unknown info bits.
 my @bad = (
 	[ 199, 0, '\\x01020304', qr/It carries 4 bytes of data; a fencing reservation carries 8\./,
 		'too short' ],
+	[ 199, 0, limit_bytes($old_limit + 5) . '00', qr/It carries 9 bytes of data; a fencing reservation carries 8\./,
+		'too long' ],
 	[ 128, 0, limit_bytes(9223372036854775808), qr/Its limit 9223372036854775808 is above the largest bigint\./,
 		'limit above the largest bigint, under id 128' ],
 	[ 199, 0x10, limit_bytes($old_limit + 5), qr/Its info bits are 0x10; fencing writes only 0x00 \(RESERVE\)\./,

@@ -22,7 +22,9 @@
 # delayed_until plus a generous slack".  The delays overlap instead of
 # adding up: each lost holder's window is checked right after the loss, and
 # the lock() that must wait for its end runs in a session of its own while
-# the next cases run (the crash first, with the longest delay).
+# the next cases run (the crash first: a crash restart takes a while).
+# Every delay lasts the setting in force (15 s here), counted from the
+# loss; 038_lock_delay_setting.pl changes the setting under running delays.
 
 use strict;
 use warnings;
@@ -169,9 +171,8 @@ my ($h, $pid, $t0);
 my @waiting;
 
 # --- a backend crash ------------------------------------------------------
-# A crash restart takes a while: a longer delay (the setting the server
-# starts with) keeps the window open.  First, so that the cases after it
-# run while its delay runs out.
+# A crash restart takes a while: 15 s keeps the window open.  First, so
+# that the cases after it run while its delay runs out.
 my ($crash, $crash_holder, $crash_bystander);
 {
 	($h, $pid) = holder("fencing.try_lock('job crash')");
@@ -204,8 +205,6 @@ my ($crash, $crash_holder, $crash_bystander);
 	  or die 'the lock() waiting for the crash delay does not sleep';
 	($crash_holder, $crash_bystander) = ($h, $other);
 }
-set_lock_delay('4s');
-
 # --- a holder terminated with pg_terminate_backend -----------------------
 ($h, $pid) = holder("fencing.try_lock('job terminated')");
 is(sql("SELECT fencing.try_lock('job terminated') IS NULL"),
@@ -224,7 +223,7 @@ wait_gone($pid);
 	is(sql('SELECT delayed_refusals FROM fencing.stats') - $before,
 		1, 'fencing.stats counts that refused grant once');
 }
-push @waiting, check_in_window('terminated', 'job terminated', $t0, 4);
+push @waiting, check_in_window('terminated', 'job terminated', $t0, 15);
 eval { $h->quit };
 is(sql('SELECT delays_started >= 1, delayed_refusals >= 2 FROM fencing.stats'),
 	't|t', 'fencing.stats counts the delay and the refused grants');
@@ -233,7 +232,7 @@ is(sql('SELECT delays_started >= 1, delayed_refusals >= 2 FROM fencing.stats'),
 ($h, $pid) = holder("fencing.lease('job lease', '500ms')");
 $t0 = time();
 wait_gone($pid);
-push @waiting, check_in_window('lease expired', 'job lease', $t0, 4);
+push @waiting, check_in_window('lease expired', 'job lease', $t0, 15);
 eval { $h->quit };
 
 # --- shared holders: the one still alive keeps its lock -----------------
@@ -255,7 +254,7 @@ eval { $h->quit };
 	is($mode, 'shared', 'shared: the view shows the delay of the shared lock');
 	$b->query_safe('COMMIT');
 	$b->quit;
-	push @waiting, check_in_window('shared', 'job shared', $t0, 4, 'shared');
+	push @waiting, check_in_window('shared', 'job shared', $t0, 15, 'shared');
 	eval { $a->quit };
 }
 
@@ -366,7 +365,6 @@ $_->{finish} ? $_->{finish}->() : check_after($_) for @waiting;
 check_after($crash);
 eval { $crash_holder->quit };
 eval { $crash_bystander->quit };
-set_lock_delay('15s');
 
 # --- a server restart -----------------------------------------------------
 {
