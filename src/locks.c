@@ -37,7 +37,8 @@
  * inside an internal subtransaction with lock_timeout lowered to the
  * timeout; only the resulting "lock timeout" error is turned into NULL, and
  * the subtransaction's rollback undoes the wait cleanly (including a grant
- * that raced with the timeout).
+ * that raced with the timeout).  A grant is then moved to the caller's
+ * resource owner, where every other grant path leaves its lock.
  *
  * A group of names (fencing.try_lock_all, fencing.lock_all) is taken lock
  * by lock in key order under one token drawn at the end; see "Lock groups"
@@ -772,6 +773,29 @@ take_without_waiting(const LockRequest *req, const char *function)
 }
 
 /*
+ * A lock granted in an internal subtransaction passes, when that commits,
+ * to the (sub)transaction's own resource owner, CurTransactionResourceOwner.
+ * The caller's resource owner may be another one (a portal's: every
+ * statement runs under one), and every other grant leaves the lock with
+ * the caller's, where giving it back (a lock-delay, a group whose next name
+ * is busy) and the release bookkeeping look for it.  Take the lock once
+ * more for the caller's owner (it is held, so only the local count moves)
+ * and let go of the transaction owner's hold.
+ */
+static void
+move_to_current_owner(const LockRequest *req)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+
+	if (owner == CurTransactionResourceOwner)
+		return;
+	(void) LockAcquire(&req->tag, req->lockmode, false, true);
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	LockRelease(&req->tag, req->lockmode, false);
+	CurrentResourceOwner = owner;
+}
+
+/*
  * Wait in core's lock queue for at most timeout_ms.  lock_timeout is
  * lowered to the timeout for the duration of the wait (unless the session's
  * own lock_timeout is shorter, which then wins and raises its usual error),
@@ -834,6 +858,8 @@ wait_with_timeout(const LockRequest *req, int timeout_ms)
 	}
 	PG_END_TRY();
 
+	if (granted)
+		move_to_current_owner(req);
 	return granted;
 }
 
