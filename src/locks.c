@@ -16,11 +16,15 @@
  * key to the token handed out in this transaction and the canonical name it
  * was taken under, so that taking the lock again returns the same token
  * (L5) and taking it under a colliding name is an error (L6).  The table
- * follows core's subtransaction semantics: a lock first taken in a
- * subtransaction that rolls back is released by core, and its entry goes
- * too; on subtransaction commit core hands the lock to the parent, and so
- * do we.  Entries are kept in acquisition order, so the entries of the
- * innermost subtransaction are always the tail of the array.
+ * follows core's resource owners: each entry remembers the resource owner
+ * that holds core's lock (the portal of the statement or cursor that took
+ * it, or a subtransaction's), and when core releases that owner's locks (a
+ * subtransaction or a failed cursor aborting) the entry goes too; when core
+ * hands them to the parent owner (a portal dropped at the end of its
+ * statement, a subtransaction committing) so do we.  So a lock taken by a
+ * cursor stays past the rollback of a savepoint it was fetched in, as core
+ * keeps it, and goes with one it was declared in.  Entries are kept in
+ * acquisition order.
  *
  * Every lock also has a slot in the shared registry (lock_registry.c),
  * which names it in fencing.locks and lets a busy caller tell contention
@@ -90,7 +94,7 @@ typedef struct HeldLock
 {
 	int64		key;
 	int64		token;
-	SubTransactionId subid;		/* (sub)transaction that owns the lock */
+	ResourceOwner owner;		/* the one holding core's lock */
 	SubTransactionId lease_subid;	/* outermost one that took a lease on
 									 * it, or InvalidSubTransactionId */
 	int			lease_ttl_ms;	/* shortest ttl of its leases, if any */
@@ -114,6 +118,15 @@ static uint32 *held_index = NULL;
 static int	held_count = 0;
 static int	held_capacity = 0;
 static uint32 held_index_mask = 0;
+
+/*
+ * Entries [0, held_settled) belong to TopTransactionResourceOwner, whose
+ * locks go only at the end of the transaction: the release of any other
+ * owner need not look at them.  Locks move up to it as the statements that
+ * took them end, so this prefix keeps the work of each release to the
+ * entries of the statements and savepoints still open.
+ */
+static int	held_settled = 0;
 
 #define HELD_INITIAL_CAPACITY	64
 
@@ -157,6 +170,8 @@ typedef struct LockRequest
 	uint16		permit;			/* a semaphore's permit number, or 0 */
 } LockRequest;
 
+static void held_rebuild_index(void);
+static void held_settle(void);
 static void locks_xact_callback(XactEvent event, void *arg);
 static void locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -229,7 +244,6 @@ held_reserve(void)
 	uint32	   *new_index;
 	int			new_capacity;
 	uint32		new_mask;
-	int			i;
 
 	if (likely(held_count < held_capacity))
 		return;
@@ -245,20 +259,10 @@ held_reserve(void)
 	new_mask = (uint32) new_capacity * 2 - 1;
 	new_held = MemoryContextAlloc(TopMemoryContext,
 								  sizeof(HeldLock) * new_capacity);
-	new_index = MemoryContextAllocZero(TopMemoryContext,
-									   sizeof(uint32) * (new_mask + 1));
-
-	/* re-insert in acquisition order, so tail removal stays exact */
-	for (i = 0; i < held_count; i++)
-	{
-		uint32		b = held_hash(held[i].key) & new_mask;
-
-		while (new_index[b] != 0)
-			b = (b + 1) & new_mask;
-		new_held[i] = held[i];
-		new_held[i].bucket = b;
-		new_index[b] = (uint32) i + 1;
-	}
+	new_index = MemoryContextAlloc(TopMemoryContext,
+								   sizeof(uint32) * (new_mask + 1));
+	if (held_count > 0)
+		memcpy(new_held, held, sizeof(HeldLock) * held_count);
 
 	if (held)
 		pfree(held);
@@ -268,6 +272,29 @@ held_reserve(void)
 	held_index = new_index;
 	held_capacity = new_capacity;
 	held_index_mask = new_mask;
+	held_rebuild_index();
+}
+
+/*
+ * Index every entry anew, in acquisition order, so that removing the newest
+ * entries later stays exact: after the table grew, or after entries were
+ * removed from its middle.
+ */
+static void
+held_rebuild_index(void)
+{
+	int			i;
+
+	memset(held_index, 0, sizeof(uint32) * (held_index_mask + 1));
+	for (i = 0; i < held_count; i++)
+	{
+		uint32		b = held_hash(held[i].key) & held_index_mask;
+
+		while (held_index[b] != 0)
+			b = (b + 1) & held_index_mask;
+		held[i].bucket = b;
+		held_index[b] = (uint32) i + 1;
+	}
 }
 
 /*
@@ -311,7 +338,7 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	h = &held[held_count];
 	h->key = req->key;
 	h->token = token;
-	h->subid = GetCurrentSubTransactionId();
+	h->owner = CurrentResourceOwner;
 	h->lease_subid = InvalidSubTransactionId;
 	h->lease_ttl_ms = 0;
 	h->lockmode = req->lockmode;
@@ -322,25 +349,100 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	memcpy(h->name, req->name, req->namelen);
 	held_index[b] = (uint32) held_count + 1;
 	held_count++;
+	held_settle();
 	return h;
 }
 
 /*
- * Forget the most recent grant and free its registry slot.  Core must
- * already have released the lock.
+ * Core has released the lock of an entry: free its registry slot, and wake
+ * the waiters of a semaphore whose permit it was.  The caller takes the
+ * entry out of the table.
+ */
+static void
+held_forget(const HeldLock *h)
+{
+	fencing_lock_registry_release(h->slot);
+	if (h->lease_subid != InvalidSubTransactionId)
+		leases_held--;
+	if (h->permit != 0)
+		fencing_lock_registry_permit_freed(h->key);
+}
+
+/*
+ * Forget the most recent grant.  Core must already have released the lock.
  */
 static void
 held_pop(void)
 {
 	HeldLock   *h = &held[held_count - 1];
 
-	fencing_lock_registry_release(h->slot);
-	if (h->lease_subid != InvalidSubTransactionId)
-		leases_held--;
-	if (h->permit != 0)
-		fencing_lock_registry_permit_freed(h->key);
+	held_forget(h);
 	held_index[h->bucket] = 0;
 	held_count--;
+	held_settled = Min(held_settled, held_count);
+}
+
+/*
+ * Extend the prefix of entries known to belong to the transaction's own
+ * resource owner.
+ */
+static void
+held_settle(void)
+{
+	while (held_settled < held_count &&
+		   held[held_settled].owner == TopTransactionResourceOwner)
+		held_settled++;
+}
+
+/*
+ * Core has released the locks of a resource owner (a subtransaction or a
+ * cursor aborting): forget the entries it held.  They are usually the
+ * newest; otherwise the table is compacted, keeping the order of the rest.
+ */
+static void
+held_drop_owned_by(ResourceOwner owner)
+{
+	int			kept;
+	int			i;
+
+	while (held_count > held_settled && held[held_count - 1].owner == owner)
+		held_pop();
+	for (i = held_settled; i < held_count; i++)
+	{
+		if (held[i].owner == owner)
+			break;
+	}
+	if (i == held_count)
+		return;
+	for (kept = i; i < held_count; i++)
+	{
+		if (held[i].owner == owner)
+		{
+			held_forget(&held[i]);
+			continue;
+		}
+		held[kept++] = held[i];
+	}
+	held_count = kept;
+	held_rebuild_index();
+}
+
+/*
+ * Core has handed the locks of a resource owner to its parent (a portal
+ * dropped at the end of its statement, a subtransaction committing): so do
+ * the entries.
+ */
+static void
+held_reassign(ResourceOwner owner, ResourceOwner parent)
+{
+	int			i;
+
+	for (i = held_settled; i < held_count; i++)
+	{
+		if (held[i].owner == owner)
+			held[i].owner = parent;
+	}
+	held_settle();
 }
 
 /*
@@ -371,14 +473,15 @@ release_all(void)
 	release_pending();
 	while (held_count > 0)
 		held_pop();
+	held_settled = 0;
 	Assert(leases_held == 0);
 }
 
 /*
- * A subtransaction was rolled back and core has released the locks it
- * took: forget them (they are the tail of held[]), forget leases taken in
- * it on locks the parent keeps, and free the slot of an attempt or wait
- * that it or a subtransaction inside it began.
+ * A subtransaction was rolled back and core has released the locks its
+ * resource owner held (locks_resource_release forgets those entries):
+ * forget leases taken in it on locks that stay, and free the slot of an
+ * attempt or wait that it or a subtransaction inside it began.
  */
 static void
 release_subtransaction(SubTransactionId subid)
@@ -387,8 +490,6 @@ release_subtransaction(SubTransactionId subid)
 
 	if (pending_slot >= 0 && pending_subid >= subid)
 		release_pending();
-	while (held_count > 0 && held[held_count - 1].subid == subid)
-		held_pop();
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == subid)
@@ -401,11 +502,13 @@ release_subtransaction(SubTransactionId subid)
 
 /*
  * Resource release, after the locks: the one moment at which core has let
- * go of the locks and nothing else has run yet.  At transaction end
- * (commit, abort, and the abort that backend exit performs) every slot is
- * freed; at subtransaction abort those of the aborting subtransaction.
- * Other resource owners (portals) are released with their locks passing to
- * the transaction, so they are left alone.
+ * go of the locks and nothing else has run yet.  Core calls it for each
+ * resource owner it releases, with CurrentResourceOwner pointing at it, the
+ * children before their parent.  At transaction end (commit, abort, and
+ * the abort that backend exit performs) every slot is freed.  Otherwise the
+ * owner's locks were released (abort: a subtransaction, a failed cursor)
+ * or handed to its parent (a portal dropped, a subtransaction committed),
+ * and its entries follow.
  */
 static void
 locks_resource_release(ResourceReleasePhase phase, bool isCommit,
@@ -430,8 +533,15 @@ locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 
 	if (isTopLevel)
 		release_all();
-	else if (!isCommit && CurrentResourceOwner == CurTransactionResourceOwner)
-		release_subtransaction(GetCurrentSubTransactionId());
+	else if (isCommit)
+		held_reassign(CurrentResourceOwner,
+					  ResourceOwnerGetParent(CurrentResourceOwner));
+	else
+	{
+		held_drop_owned_by(CurrentResourceOwner);
+		if (CurrentResourceOwner == CurTransactionResourceOwner)
+			release_subtransaction(GetCurrentSubTransactionId());
+	}
 }
 
 /*
@@ -452,9 +562,9 @@ locks_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * Subtransaction commit, mirroring core: the subtransaction's locks, and
- * the leases taken in it, pass to the parent.  (Rollback is handled by
- * locks_resource_release, once core has released the locks.)
+ * Subtransaction commit: the leases taken in it pass to the parent, as
+ * their idle limit (a SET LOCAL) does.  (The locks follow their resource
+ * owners, in locks_resource_release.)
  */
 static void
 locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -464,8 +574,6 @@ locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 	if (event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
-	for (i = held_count - 1; i >= 0 && held[i].subid == mySubid; i--)
-		held[i].subid = parentSubid;
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == mySubid)
@@ -1358,19 +1466,24 @@ group_held(const LockRequest *reqs, int n, int64 *token)
 }
 
 /*
- * Release the last count locks taken, newest first: core's lock, then the
- * entry and its slot.  Only for locks taken in this call, which are the
- * tail of held[] and owned by the current resource owner.
+ * Release the last count locks taken, newest first: core's lock, held for
+ * the entry's resource owner, then the entry and its slot.  Only for locks
+ * taken in this call, which are the tail of held[].
  */
 static void
 release_newest(int count)
 {
+	ResourceOwner save = CurrentResourceOwner;
+
 	while (count-- > 0)
 	{
+		HeldLock   *h = &held[held_count - 1];
 		LOCKTAG		tag;
 
-		set_advisory_tag(&tag, held[held_count - 1].key);
-		LockRelease(&tag, held[held_count - 1].lockmode, false);
+		set_advisory_tag(&tag, h->key);
+		CurrentResourceOwner = h->owner;
+		LockRelease(&tag, h->lockmode, false);
+		CurrentResourceOwner = save;
 		held_pop();
 	}
 }
