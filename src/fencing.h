@@ -88,6 +88,7 @@ extern int64 fencing_key_of_canonical(const char *buf, int len);
 
 /* locks.c */
 extern void fencing_locks_init(void);
+extern int	fencing_lease_ttl_in_force(void);
 
 /* lock_registry.c */
 

@@ -97,7 +97,6 @@ typedef struct HeldLock
 	ResourceOwner owner;		/* the one holding core's lock */
 	SubTransactionId lease_subid;	/* outermost one that took a lease on
 									 * it, or InvalidSubTransactionId */
-	int			lease_ttl_ms;	/* shortest ttl of its leases, if any */
 	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
 	uint16		permit;			/* a semaphore's permit number, or 0 */
 	int			slot;			/* registry slot */
@@ -151,6 +150,26 @@ static int64 pending_permit_key = 0;
  * entries, so a lease rolled back with its subtransaction no longer counts.
  */
 static int	leases_held = 0;
+
+/*
+ * The idle limits the transaction's leases impose, nested as the setting
+ * itself is (each lease() sets it like SET LOCAL, which a subtransaction's
+ * rollback undoes and its commit hands to the parent): a lease whose ttl
+ * is shorter than the limit in force pushes it, with its subtransaction.
+ * From the bottom, ttls strictly decrease and subtransaction ids never
+ * decrease, so the top is both the limit in force (what
+ * fencing_lease_keep_limit keeps) and the first to go when a
+ * subtransaction rolls back.  Emptied at the end of the transaction.
+ */
+typedef struct LeaseLimit
+{
+	SubTransactionId subid;
+	int			ttl_ms;
+} LeaseLimit;
+
+static LeaseLimit *lease_limits = NULL;
+static int	lease_limit_count = 0;
+static int	lease_limit_capacity = 0;
 
 /* The transaction in which the autocommit warning was last given. */
 static LocalTransactionId autocommit_warned_lxid = InvalidLocalTransactionId;
@@ -340,7 +359,6 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	h->token = token;
 	h->owner = CurrentResourceOwner;
 	h->lease_subid = InvalidSubTransactionId;
-	h->lease_ttl_ms = 0;
 	h->lockmode = req->lockmode;
 	h->permit = req->permit;
 	h->slot = slot;
@@ -474,6 +492,7 @@ release_all(void)
 	while (held_count > 0)
 		held_pop();
 	held_settled = 0;
+	lease_limit_count = 0;
 	Assert(leases_held == 0);
 }
 
@@ -490,6 +509,9 @@ release_subtransaction(SubTransactionId subid)
 
 	if (pending_slot >= 0 && pending_subid >= subid)
 		release_pending();
+	while (lease_limit_count > 0 &&
+		   lease_limits[lease_limit_count - 1].subid >= subid)
+		lease_limit_count--;
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == subid)
@@ -574,6 +596,9 @@ locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 	if (event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
+	for (i = lease_limit_count - 1;
+		 i >= 0 && lease_limits[i].subid == mySubid; i--)
+		lease_limits[i].subid = parentSubid;
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == mySubid)
@@ -1199,6 +1224,56 @@ shorten_idle_limit(int ttl_ms)
 }
 
 /*
+ * Make room for one more idle limit, before the lease takes its lock, so
+ * that running out of memory holds nothing.
+ */
+static void
+lease_limit_reserve(void)
+{
+	int			new_capacity;
+
+	if (lease_limit_count < lease_limit_capacity)
+		return;
+	new_capacity = lease_limit_capacity > 0 ? lease_limit_capacity * 2 : 8;
+	if (lease_limits == NULL)
+		lease_limits = MemoryContextAlloc(TopMemoryContext,
+										  sizeof(LeaseLimit) * new_capacity);
+	else
+		lease_limits = repalloc(lease_limits,
+								sizeof(LeaseLimit) * new_capacity);
+	lease_limit_capacity = new_capacity;
+}
+
+/*
+ * A lease with this ttl was granted: it is the limit in force from now on
+ * if it is shorter than the one in force.  lease_limit_reserve() must have
+ * made room.
+ */
+static void
+lease_limit_push(int ttl_ms)
+{
+	if (lease_limit_count > 0 &&
+		lease_limits[lease_limit_count - 1].ttl_ms <= ttl_ms)
+		return;
+	Assert(lease_limit_count < lease_limit_capacity);
+	lease_limits[lease_limit_count].subid = GetCurrentSubTransactionId();
+	lease_limits[lease_limit_count].ttl_ms = ttl_ms;
+	lease_limit_count++;
+}
+
+/*
+ * The idle limit the transaction's leases impose, in milliseconds, or 0
+ * when it holds no lease.
+ */
+int
+fencing_lease_ttl_in_force(void)
+{
+	if (leases_held == 0 || lease_limit_count == 0)
+		return 0;
+	return lease_limits[lease_limit_count - 1].ttl_ms;
+}
+
+/*
  * SQL: fencing.lease(name, ttl, max_hold).  try_lock, plus a
  * server-enforced lease: for the rest of the transaction
  * idle_in_transaction_session_timeout is at most ttl (like SET LOCAL), so a
@@ -1247,23 +1322,22 @@ fencing_lease(PG_FUNCTION_ARGS)
 		max_hold_ms = fencing_lease_max_hold_ms(interval_usecs(PG_GETARG_INTERVAL_P(2)));
 
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
+	lease_limit_reserve();
 
 	h = take_without_waiting(&req, "fencing.lease()");
 	if (h == NULL)
 		PG_RETURN_NULL();
 
 	(void) shorten_idle_limit(ttl_ms);
+	lease_limit_push(ttl_ms);
 	if (max_hold_ms > 0)
 		fencing_lease_ceiling_set(req.name, req.namelen, max_hold_ms);
 
 	if (h->lease_subid == InvalidSubTransactionId)
 	{
 		h->lease_subid = GetCurrentSubTransactionId();
-		h->lease_ttl_ms = ttl_ms;
 		leases_held++;
 	}
-	else
-		h->lease_ttl_ms = Min(h->lease_ttl_ms, ttl_ms);
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	fencing_stat_add(FENCING_STAT_LEASES_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
@@ -1274,24 +1348,16 @@ fencing_lease(PG_FUNCTION_ARGS)
  * idle limit behind it: a holder that ran SET, RESET or set_config() on
  * idle_in_transaction_session_timeout after lease() would otherwise idle
  * forever with the lock.  While a lease is in force, put the limit back to
- * the shortest ttl of the transaction's leases (a SET LOCAL, so the session
- * value returns when the transaction ends) and say so.  A shorter limit set
+ * the ttl in force (the shortest of the transaction's leases that were not
+ * rolled back; a SET LOCAL, so the session value returns when the
+ * transaction ends) and say so.  A shorter limit set
  * by the session stays: it only ends a stalled holder sooner.
  */
 void
 fencing_lease_keep_limit(void)
 {
-	int			ttl_ms = 0;
-	int			i;
+	int			ttl_ms = fencing_lease_ttl_in_force();
 
-	if (leases_held == 0)
-		return;
-	for (i = 0; i < held_count; i++)
-	{
-		if (held[i].lease_subid != InvalidSubTransactionId &&
-			(ttl_ms == 0 || held[i].lease_ttl_ms < ttl_ms))
-			ttl_ms = held[i].lease_ttl_ms;
-	}
 	if (ttl_ms <= 0 || !shorten_idle_limit(ttl_ms))
 		return;
 	ereport(WARNING,
