@@ -72,6 +72,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -145,9 +146,10 @@ static bool pending_permit_key_set = false;
 static int64 pending_permit_key = 0;
 
 /*
- * Entries of held[] with a lease.  The log hook uses it to count sessions
- * the server ended because a lease holder sat idle too long; it follows the
- * entries, so a lease rolled back with its subtransaction no longer counts.
+ * Entries of held[] with a lease.  The backend's exit uses it to count
+ * sessions the server ended because a lease holder sat idle too long; it
+ * follows the entries, so a lease rolled back with its subtransaction no
+ * longer counts.
  */
 static int	leases_held = 0;
 
@@ -176,7 +178,6 @@ static LocalTransactionId autocommit_warned_lxid = InvalidLocalTransactionId;
 
 static bool exit_callback_registered = false;
 
-static emit_log_hook_type prev_emit_log_hook = NULL;
 
 /* A lock name, canonicalised once per call. */
 typedef struct LockRequest
@@ -199,7 +200,6 @@ static void locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 static void locks_shmem_exit(int code, Datum arg);
 static void locks_before_exit(int code, Datum arg);
 static void start_exit_delays(void);
-static void locks_emit_log(ErrorData *edata);
 
 /*
  * Register the end-of-transaction callbacks; called from _PG_init, so every
@@ -211,32 +211,6 @@ fencing_locks_init(void)
 	RegisterXactCallback(locks_xact_callback, NULL);
 	RegisterSubXactCallback(locks_subxact_callback, NULL);
 	RegisterResourceReleaseCallback(locks_resource_release, NULL);
-	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = locks_emit_log;
-}
-
-/*
- * The idle-in-transaction timeout that enforces a lease ends the session
- * with a FATAL report and no code of ours in between; this hook sees that
- * report before the backend exits, which is the one place to count an
- * expired lease (fencing.stats.leases_expired).  Only a lease the
- * transaction still holds counts: the session's own idle limit ending a
- * transaction whose lease was rolled back is not a lease expiring.
- */
-static void
-locks_emit_log(ErrorData *edata)
-{
-	static bool counted = false;	/* the session ends once */
-
-	if (leases_held > 0 && !counted &&
-		edata->elevel == FATAL &&
-		edata->sqlerrcode == ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT)
-	{
-		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
-		counted = true;
-	}
-	if (prev_emit_log_hook)
-		prev_emit_log_hook(edata);
 }
 
 /*
@@ -494,6 +468,7 @@ release_all(void)
 	held_settled = 0;
 	lease_limit_count = 0;
 	Assert(leases_held == 0);
+	fencing_lease_idle_changed();
 }
 
 /*
@@ -520,6 +495,7 @@ release_subtransaction(SubTransactionId subid)
 			leases_held--;
 		}
 	}
+	fencing_lease_idle_changed();
 }
 
 /*
@@ -636,6 +612,12 @@ locks_before_exit(int code, Datum arg)
  * The work of locks_before_exit, done once per exit: from that callback,
  * or from the first abort during exit when another before_shmem_exit
  * callback aborted the transaction before it (locks_resource_release).
+ * A session the server ended because a lease's holder sat idle too long
+ * (core's idle_in_transaction_session_timeout went off, or the idle timer
+ * of lease_ceiling.c) while the transaction still holds a lease counts as
+ * an expired lease; the timeout's indicator stays set until the next wait
+ * for a command, which an exit never reaches, and the count does not
+ * depend on the report reaching the server log.
  */
 static void
 start_exit_delays(void)
@@ -643,12 +625,16 @@ start_exit_delays(void)
 	static bool started = false;
 	int			i;
 
-#ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
-	return;
-#endif
 	if (started)
 		return;
 	started = true;
+	if (leases_held > 0 &&
+		(fencing_lease_idle_timer_fired() ||
+		 get_timeout_indicator(IDLE_IN_TRANSACTION_SESSION_TIMEOUT, false)))
+		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
+#ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
+	return;
+#endif
 	for (i = 0; i < held_count; i++)
 	{
 		FencingLockDelay delay;
@@ -1323,6 +1309,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 	lease_limit_reserve();
+	fencing_lease_idle_prepare();
 
 	h = take_without_waiting(&req, "fencing.lease()");
 	if (h == NULL)
