@@ -720,6 +720,19 @@ held_again(const LockRequest *req)
 }
 
 /*
+ * When the lock-delay in force on a lock ends, or 0 when none is: what
+ * every grant path asks.
+ */
+static inline TimestampTz
+delay_in_force(int64 key, int permit)
+{
+#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
+	return 0;
+#endif
+	return fencing_lock_delay_refuses(key, permit);
+}
+
+/*
  * Core has just granted the lock: give it back when a lock-delay is in
  * force on it (its last holder was lost, lock_delay.c), and count the
  * refusal.  Returns when the delay ends, or 0 when the grant stands; with
@@ -731,11 +744,8 @@ static inline TimestampTz
 give_back_if_delayed(const LOCKTAG *tag, LOCKMODE lockmode, int64 key,
 					 int permit)
 {
-	TimestampTz until = fencing_lock_delay_refuses(key, permit);
+	TimestampTz until = delay_in_force(key, permit);
 
-#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
-	return 0;
-#endif
 	if (unlikely(until != 0))
 	{
 		LockRelease(tag, lockmode, false);
@@ -1721,6 +1731,14 @@ permits_arg(FunctionCallInfo fcinfo)
  * it); when all are busy or delayed, checks for a key collision (FN002)
  * and returns false, the slot still pending, with *delay_end set to when
  * the first lock-delay on an otherwise free permit ends (0: none).
+ *
+ * A permit under a lock-delay is not even taken: taking it and giving it
+ * back would make it look busy to a waiter trying it at that moment, which
+ * would learn nothing of the delay and, with no release to come, sleep
+ * past its end.  A delay that starts while the permit is being taken (its
+ * holder lost just then) is still seen after the grant, as on every grant
+ * path; that give-back wakes the waiters, which then see the delay
+ * themselves.
  */
 static bool
 attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
@@ -1730,25 +1748,30 @@ attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 	*delay_end = 0;
 	for (i = 1; i <= permits; i++)
 	{
-		set_permit_tag(&req->tag, req->key, i);
-		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
-			LOCKACQUIRE_NOT_AVAIL)
-		{
-			TimestampTz until = give_back_if_delayed(&req->tag, ExclusiveLock,
-													 req->key, i);
+		TimestampTz until = delay_in_force(req->key, i);
 
-			if (until != 0)
-			{
-				if (*delay_end == 0 || until < *delay_end)
-					*delay_end = until;
+		if (until != 0)
+			fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
+		else
+		{
+			set_permit_tag(&req->tag, req->key, i);
+			if (LockAcquire(&req->tag, ExclusiveLock, false, true) ==
+				LOCKACQUIRE_NOT_AVAIL)
 				continue;
+			until = give_back_if_delayed(&req->tag, ExclusiveLock,
+										 req->key, i);
+			if (until == 0)
+			{
+				req->permit = (uint16) i;
+				pending_permit_key = req->key;
+				pending_permit_key_set = true;
+				fencing_lock_registry_set_permit(pending_slot, i);
+				return true;
 			}
-			req->permit = (uint16) i;
-			pending_permit_key = req->key;
-			pending_permit_key_set = true;
-			fencing_lock_registry_set_permit(pending_slot, i);
-			return true;
+			fencing_lock_registry_permit_freed(req->key);
 		}
+		if (*delay_end == 0 || until < *delay_end)
+			*delay_end = until;
 	}
 	fencing_lock_registry_check_collision(req->key, req->name, req->namelen);
 	return false;
