@@ -9,3 +9,9 @@
  * objects (test/t/053_upgrade_script.pl compares them).  Calls are
  * schema-qualified, as in the install script.
  */
+
+-- fencing.locks names another role's locks only to members of
+-- pg_read_all_stats (fencing.lock_rows() leaves the name, key and pid NULL
+-- for the others).
+COMMENT ON VIEW fencing.locks IS
+'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends; the name, key and pid of another role''s lock only to members of pg_read_all_stats, as pg_stat_activity shows queries';

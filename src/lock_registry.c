@@ -52,6 +52,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
@@ -61,6 +62,7 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -96,6 +98,7 @@ typedef struct LockSlotData
 	uint16		permit;			/* FENCING_LOCK_PERMIT: which permit, 1.. */
 	uint16		permits;		/* and of how many */
 	Oid			dboid;
+	Oid			roleid;			/* the holder's session user */
 	int			pid;
 	int64		key;
 	int64		token;			/* meaningful only when granted */
@@ -298,6 +301,7 @@ slot_copy(LockSlot *slot, LockSlotData *copy)
 	copy->permit = slot->data.permit;
 	copy->permits = slot->data.permits;
 	copy->dboid = slot->data.dboid;
+	copy->roleid = slot->data.roleid;
 	copy->pid = slot->data.pid;
 	copy->key = slot->data.key;
 	copy->token = slot->data.token;
@@ -386,6 +390,7 @@ fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 		slot->data.permit = (uint16) permit;
 		slot->data.permits = (uint16) permits;
 		slot->data.dboid = MyDatabaseId;
+		slot->data.roleid = GetSessionUserId();
 		slot->data.pid = MyProcPid;
 		slot->data.key = key;
 		slot->data.token = 0;
@@ -702,9 +707,30 @@ typedef struct LockViewRows
 	ReturnSetInfo *rsinfo;
 	bool		has_mode;
 	bool		has_delayed_until;
+	bool		sees_all;		/* the caller has pg_read_all_stats */
 	Oid			cached_dboid;
 	char	   *cached_dbname;
 } LockViewRows;
+
+/*
+ * Whether the caller may see which name a row is about and which backend
+ * holds it: as pg_stat_activity shows a session's query, to members of
+ * pg_read_all_stats and to roles with the privileges of the holder's role.
+ * The lost holder of a delay is not recorded, so only the former see a
+ * delay's name.  Everyone else sees that a lock is held, and where, how and
+ * since when, but neither its name nor its key (a hash of the name that
+ * would let a caller test guesses) nor its pid.
+ */
+static bool
+row_is_visible(const LockViewRows *state, const LockSlotData *copy,
+			   TimestampTz delayed_until)
+{
+	if (state->sees_all)
+		return true;
+	if (delayed_until != 0)
+		return false;
+	return has_privs_of_role(GetUserId(), copy->roleid);
+}
 
 static void
 lock_row_put(LockViewRows *state, const LockSlotData *copy,
@@ -713,6 +739,7 @@ lock_row_put(LockViewRows *state, const LockSlotData *copy,
 	Datum		values[LOCK_ROWS_MAX_COLUMNS];
 	bool		nulls[LOCK_ROWS_MAX_COLUMNS];
 	bool		granted = (copy->state == LOCK_SLOT_GRANTED);
+	bool		visible = row_is_visible(state, copy, delayed_until);
 
 	memset(values, 0, sizeof(values));
 	memset(nulls, true, sizeof(nulls));
@@ -731,18 +758,21 @@ lock_row_put(LockViewRows *state, const LockSlotData *copy,
 		nulls[0] = false;
 	}
 
-	values[1] = PointerGetDatum(cstring_to_text_with_len(copy->name,
-														 copy->namelen));
-	nulls[1] = false;
-	values[2] = Int64GetDatum(copy->key);
-	nulls[2] = false;
+	if (visible)
+	{
+		values[1] = PointerGetDatum(cstring_to_text_with_len(copy->name,
+															 copy->namelen));
+		nulls[1] = false;
+		values[2] = Int64GetDatum(copy->key);
+		nulls[2] = false;
+		values[4] = Int32GetDatum(copy->pid);
+		nulls[4] = false;
+	}
 	if (granted)
 	{
 		values[3] = Int64GetDatum(copy->token);
 		nulls[3] = false;
 	}
-	values[4] = Int32GetDatum(copy->pid);
-	nulls[4] = false;
 	values[5] = TimestampTzGetDatum(copy->since);
 	nulls[5] = false;
 	values[6] = BoolGetDatum(granted);
@@ -769,7 +799,9 @@ lock_row_put(LockViewRows *state, const LockSlotData *copy,
  * version 1.0 of the extension declares an eighth column, "untracked"
  * (boolean); it is NULL now that every lock has a slot, and such a
  * database sees no delays (it has no column to say until when).  Since 1.1
- * the eighth column is "mode" (text) and the ninth "delayed_until".
+ * the eighth column is "mode" (text) and the ninth "delayed_until".  The
+ * name, key and pid of a row the caller may not see are NULL
+ * (row_is_visible).
  */
 Datum
 fencing_lock_rows(PG_FUNCTION_ARGS)
@@ -788,6 +820,7 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 	state.has_mode = rsinfo->setDesc->natts > 7 &&
 		TupleDescAttr(rsinfo->setDesc, 7)->atttypid == TEXTOID;
 	state.has_delayed_until = rsinfo->setDesc->natts > 8;
+	state.sees_all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 	state.cached_dboid = InvalidOid;
 	state.cached_dbname = NULL;
 
