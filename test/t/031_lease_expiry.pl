@@ -10,7 +10,8 @@
 # (fencing.held_token) more often than its ttl keeps the lease far beyond
 # the ttl.  fencing.stats counts as expired only leases still in force: a
 # lease rolled back with its savepoint does not count when the session's
-# own idle limit ends it.
+# own idle limit ends it; it counts a holder whose reports are kept out of
+# the server log (log_min_messages = panic) all the same.
 
 use strict;
 use warnings;
@@ -149,12 +150,25 @@ ok( $node->poll_query_until(
 	'the server ended all three idle sessions');
 eval { $_->quit } for @d;
 
+# A holder whose reports never reach the server log (log_min_messages =
+# panic) is counted too: the count does not depend on the log.
+my $e = $node->background_psql('postgres', on_error_stop => 0);
+my $e_pid = $e->query_safe('SELECT pg_backend_pid()');
+$e->query_safe('SET log_min_messages = panic');
+$e->query_safe('BEGIN');
+like($e->query_safe("SELECT fencing.lease('e', '1s')"),
+	qr/^\d+$/, 'E, which logs nothing, takes a lease');
+ok( $node->poll_query_until(
+		'postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $e_pid"),
+	"the server ended E's session");
+eval { $e->quit };
+
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
 	0, 'the view is empty at the end');
 is($node->safe_psql('postgres',
 		'SELECT leases_granted, leases_expired FROM fencing.stats'),
-	'5|2',
-	'five leases granted; of those in force, the two whose holders stalled expired');
+	'6|3',
+	'six leases granted; of those in force, the three whose holders stalled expired');
 
 $node->stop;
 done_testing();
