@@ -1008,13 +1008,13 @@ wait_for_grant(const LockRequest *req, bool has_timeout, TimestampTz deadline)
 	fencing_lock_registry_wait(pending_slot);
 	for (;;)
 	{
-		long		remaining_ms = 0;
+		int64		remaining_ms = 0;
 		TimestampTz until;
 
 		if (has_timeout)
 		{
-			remaining_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   deadline);
+			/* not TimestampDifferenceMilliseconds, which 17 and 18 stop at INT_MAX */
+			remaining_ms = (deadline - GetCurrentTimestamp() + 999) / 1000;
 			if (remaining_ms <= 0)
 				return false;
 		}
@@ -1026,8 +1026,13 @@ wait_for_grant(const LockRequest *req, bool has_timeout, TimestampTz deadline)
 		}
 		if (!has_timeout)
 			(void) LockAcquire(&req->tag, req->lockmode, false, false);
-		else if (!wait_with_timeout(req, (int) remaining_ms))
+		else if (!wait_with_timeout(req, (int) Min(remaining_ms, INT_MAX)))
+		{
+			/* lock_timeout counts at most INT_MAX ms: wait on for the rest */
+			if (remaining_ms > INT_MAX)
+				continue;
 			return false;
+		}
 		if (give_back_if_delayed(&req->tag, req->lockmode, req->key, 0) == 0)
 			return true;
 	}
@@ -1046,21 +1051,30 @@ interval_usecs(const Interval *span)
 }
 
 /*
- * The timeout argument of the waiting functions in milliseconds: rounded
- * up to whole milliseconds and capped at INT_MAX milliseconds, lock_timeout's
- * own range.  Negative is an error; NULL (no timeout) is the caller's case.
+ * The timeout argument (number argno) of the waiting functions: false when
+ * the wait has no bound (NULL, 'infinity', or longer than a timestamp can
+ * count, some hundred thousand years), else true with *timeout_ms set,
+ * rounded up to whole milliseconds.  Negative (also '-infinity') is an
+ * error.
  */
-static int
-timeout_arg_ms(const Interval *timeout)
+static bool
+timeout_arg(FunctionCallInfo fcinfo, int argno, int64 *timeout_ms)
 {
-	double		usecs = interval_usecs(timeout);
+	double		usecs;
 
+	*timeout_ms = 0;
+	if (PG_ARGISNULL(argno))
+		return false;
+	usecs = interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (usecs < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lock timeout must not be negative"),
 				 errhint("Pass NULL to wait without a timeout, or zero to try once.")));
-	return (int) Min(ceil(usecs / 1000.0), (double) INT_MAX);
+	if (usecs > (double) (PG_INT64_MAX / 2))
+		return false;
+	*timeout_ms = (int64) ceil(usecs / 1000.0);
+	return true;
 }
 
 /*
@@ -1104,21 +1118,19 @@ try_lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode,
  * until granted (or until lock_timeout, statement_timeout, a deadlock or a
  * cancel ends the statement with an error); a zero timeout tries once;
  * otherwise NULL when the timeout passes.  Timeouts are rounded up to whole
- * milliseconds and capped at INT_MAX milliseconds, lock_timeout's own
- * range.  While it waits, the view shows the wait.
+ * milliseconds.  While it waits, the view shows the wait.
  */
 static inline Datum
 lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode, const char *function)
 {
 	LockRequest req;
 	HeldLock   *h;
-	bool		has_timeout = !PG_ARGISNULL(1);
-	int			timeout_ms = 0;
+	bool		has_timeout;
+	int64		timeout_ms;
 
 	fencing_error_if_standby(function);
 	error_if_null_name(fcinfo);
-	if (has_timeout)
-		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
+	has_timeout = timeout_arg(fcinfo, 1, &timeout_ms);
 
 	prepare_request(&req, PG_GETARG_DATUM(0), lockmode);
 
@@ -1559,7 +1571,7 @@ release_newest(int count)
  */
 static int64
 take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
-		   int timeout_ms)
+		   int64 timeout_ms)
 {
 	TimestampTz deadline = 0;
 	bool		waited = false;
@@ -1603,7 +1615,7 @@ take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
  */
 static bool
 lock_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
-		   int timeout_ms, const char *function, int64 *token)
+		   int64 timeout_ms, const char *function, int64 *token)
 {
 	if (!group_held(reqs, n, token))
 	{
@@ -1652,12 +1664,11 @@ fencing_lock_all(PG_FUNCTION_ARGS)
 	LockRequest *reqs;
 	int			n;
 	int64		token;
-	bool		has_timeout = !PG_ARGISNULL(1);
-	int			timeout_ms = 0;
+	bool		has_timeout;
+	int64		timeout_ms;
 
 	fencing_error_if_standby("fencing.lock_all()");
-	if (has_timeout)
-		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
+	has_timeout = timeout_arg(fcinfo, 1, &timeout_ms);
 	reqs = prepare_group(fcinfo, &n);
 	if (!lock_group(reqs, n, true, has_timeout, timeout_ms,
 					"fencing.lock_all()", &token))
@@ -1784,7 +1795,7 @@ attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
  */
 static HeldLock *
 take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
-			int timeout_ms, const char *function)
+			int64 timeout_ms, const char *function)
 {
 	HeldLock   *h = held_find(req->key, true);
 	bool		granted;
@@ -1840,6 +1851,8 @@ take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
 				if (sleep_ms < 0 || delay_ms < sleep_ms)
 					sleep_ms = delay_ms;
 			}
+			/* a latch wait counts at most INT_MAX ms; a longer one loops */
+			sleep_ms = Min(sleep_ms, (long) INT_MAX);
 			(void) ConditionVariableTimedSleep(cv, sleep_ms, PG_WAIT_EXTENSION);
 		}
 		ConditionVariableCancelSleep();
@@ -1865,14 +1878,14 @@ acquire_permit(FunctionCallInfo fcinfo, bool wait, const char *function)
 	LockRequest req;
 	HeldLock   *h;
 	int			permits;
-	bool		has_timeout = wait && !PG_ARGISNULL(2);
-	int			timeout_ms = 0;
+	bool		has_timeout = false;
+	int64		timeout_ms = 0;
 
 	fencing_error_if_standby(function);
 	error_if_null_name(fcinfo);
 	permits = permits_arg(fcinfo);
-	if (has_timeout)
-		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(2));
+	if (wait)
+		has_timeout = timeout_arg(fcinfo, 2, &timeout_ms);
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 
 	h = take_permit(&req, permits, wait, has_timeout, timeout_ms, function);
