@@ -313,16 +313,38 @@ slot_copy(LockSlot *slot, LockSlotData *copy)
 }
 
 /*
+ * How a reader waits for an owner's write to end: an owner writes a few
+ * fields, so a spin usually suffices, but it can be descheduled or stopped
+ * half way; then the reader sleeps a millisecond at a time, answering
+ * interrupts, and after about a second takes the copy as it is.
+ */
+#define SLOT_READ_SPINS		1000
+#define SLOT_READ_SLEEPS	1000
+
+/*
  * Copy a slot another backend may be writing.  Retries while a write is in
- * progress or happened during the copy, so the copy is one the owner
- * published.  Returns whether the slot stood for a lock.
+ * progress or happened during the copy, so that the copy is one the owner
+ * published; returns false when the owner's write did not end in time, and
+ * the copy is then as it was (every length bounded).
  */
 static bool
 slot_read(LockSlot *slot, LockSlotData *copy)
 {
-	while (!slot_copy(slot, copy))
-		SPIN_DELAY();
-	return copy->state != LOCK_SLOT_FREE;
+	int			tries;
+
+	for (tries = 0; !slot_copy(slot, copy); tries++)
+	{
+		if (tries >= SLOT_READ_SPINS + SLOT_READ_SLEEPS)
+			return false;
+		if (tries < SLOT_READ_SPINS)
+			SPIN_DELAY();
+		else
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(1000L);
+		}
+	}
+	return true;
 }
 
 /*
@@ -543,7 +565,8 @@ fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 		/* cheap unsynchronised filter; the copy below is the real check */
 		if (pg_atomic_read_u32(&owners[n]) == 0 || slot->data.key != key)
 			continue;
-		if (!slot_read(slot, &copy))
+		/* a torn copy may mix two owners' names: no collision to report */
+		if (!slot_read(slot, &copy) || copy.state == LOCK_SLOT_FREE)
 			continue;
 		if (copy.key != key || copy.dboid != MyDatabaseId)
 			continue;
@@ -655,8 +678,10 @@ fencing_lock_registry_count(void)
 	{
 		LockSlotData copy;
 
-		if (pg_atomic_read_u32(&owners[i]) != 0 &&
-			slot_read(&slots[i].slot, &copy))
+		if (pg_atomic_read_u32(&owners[i]) == 0)
+			continue;
+		(void) slot_read(&slots[i].slot, &copy);
+		if (copy.state != LOCK_SLOT_FREE)
 			count++;
 	}
 	return count;
@@ -828,8 +853,10 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 	{
 		LockSlotData copy;
 
-		if (pg_atomic_read_u32(&owners[i]) == 0 ||
-			!slot_read(&slots[i].slot, &copy))
+		if (pg_atomic_read_u32(&owners[i]) == 0)
+			continue;
+		(void) slot_read(&slots[i].slot, &copy);
+		if (copy.state == LOCK_SLOT_FREE)
 			continue;
 		lock_row_put(&state, &copy, 0);
 	}
