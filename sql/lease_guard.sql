@@ -73,6 +73,21 @@ SET LOCAL idle_in_transaction_session_timeout = 0;
 SHOW idle_in_transaction_session_timeout;
 COMMIT;
 
+-- a lease taken by a cursor that fails in a savepoint goes with its
+-- rollback, lock and ttl alike: a later, longer lease is the limit
+BEGIN;
+DECLARE c CURSOR FOR SELECT fencing.lease('cursor lease', '1 second') IS NOT NULL AS granted,
+	1 / (2 - i) AS fails_on_row_2 FROM generate_series(1, 2) i;
+SAVEPOINT s;
+FETCH 2 FROM c;
+ROLLBACK TO SAVEPOINT s;
+SELECT fencing.held_token('cursor lease') IS NULL AS released;
+SELECT fencing.lease('after the cursor', '30 seconds') IS NOT NULL AS granted;
+SHOW idle_in_transaction_session_timeout;
+SET LOCAL idle_in_transaction_session_timeout = 0;
+SHOW idle_in_transaction_session_timeout;
+COMMIT;
+
 -- a plain lock is no lease: nothing is kept
 BEGIN;
 SELECT fencing.try_lock('lease-guard') IS NOT NULL AS granted;
