@@ -484,9 +484,6 @@ release_subtransaction(SubTransactionId subid)
 
 	if (pending_slot >= 0 && pending_subid >= subid)
 		release_pending();
-	while (lease_limit_count > 0 &&
-		   lease_limits[lease_limit_count - 1].subid >= subid)
-		lease_limit_count--;
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == subid)
@@ -495,7 +492,6 @@ release_subtransaction(SubTransactionId subid)
 			leases_held--;
 		}
 	}
-	fencing_lease_idle_changed();
 }
 
 /*
@@ -539,6 +535,7 @@ locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 		held_drop_owned_by(CurrentResourceOwner);
 		if (CurrentResourceOwner == CurTransactionResourceOwner)
 			release_subtransaction(GetCurrentSubTransactionId());
+		fencing_lease_idle_changed();
 	}
 }
 
@@ -560,8 +557,10 @@ locks_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * Subtransaction commit: the leases taken in it pass to the parent, as
- * their idle limit (a SET LOCAL) does.  (The locks follow their resource
+ * Subtransaction end: the idle limits its leases set go with its rollback,
+ * whatever became of their locks (a cursor that failed may have lost them
+ * already), as the setting itself does; on commit they pass to the parent,
+ * and so do the leases taken in it.  (The locks follow their resource
  * owners, in locks_resource_release.)
  */
 static void
@@ -570,6 +569,13 @@ locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			i;
 
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		while (lease_limit_count > 0 &&
+			   lease_limits[lease_limit_count - 1].subid >= mySubid)
+			lease_limit_count--;
+		return;
+	}
 	if (event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
 	for (i = lease_limit_count - 1;
