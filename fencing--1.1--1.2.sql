@@ -58,3 +58,9 @@ COMMENT ON FUNCTION fencing.clear_lock_delays(text) IS
 'end the lock-delays (fencing.lock_delay) of name in this database at once, or with NULL every delay that refuses a lock in this database; returns how many ended';
 
 REVOKE EXECUTE ON FUNCTION fencing.clear_lock_delays(text) FROM PUBLIC;
+
+-- fencing.locks names another role's locks only to members of
+-- pg_read_all_stats (fencing.lock_rows() leaves the name, key and pid NULL
+-- for the others).
+COMMENT ON VIEW fencing.locks IS
+'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends; the name, key and pid of another role''s lock only to members of pg_read_all_stats, as pg_stat_activity shows queries';

@@ -165,7 +165,7 @@ CREATE VIEW fencing.locks AS
 	FROM fencing.lock_rows();
 
 COMMENT ON VIEW fencing.locks IS
-'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends';
+'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends; the name, key and pid of another role''s lock only to members of pg_read_all_stats, as pg_stat_activity shows queries';
 
 COMMENT ON FUNCTION fencing.lock_rows() IS
 'the rows of the view fencing.locks; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';

@@ -67,6 +67,17 @@ SELECT fencing.try_lock('alone') IS NOT NULL AS alone_granted;
 SELECT fencing.lock_all(ARRAY['alone', 'other']);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 ROLLBACK;
+-- Nor does a group whose names are all held, each under a token of its own.
+BEGIN;
+SELECT fencing.try_lock('apart:1') IS NOT NULL AS granted_1,
+	   fencing.try_lock('apart:2') IS NOT NULL AS granted_2;
+SAVEPOINT s;
+SELECT fencing.try_lock_all(ARRAY['apart:1', 'apart:2']);
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+ROLLBACK TO SAVEPOINT s;
+SELECT fencing.lock_all(ARRAY['apart:2', 'apart:1'], '1 second');
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+ROLLBACK;
 SELECT count(*) AS rows_after_rollback FROM fencing.locks WHERE pid = pg_backend_pid();
 
 -- A group taken in a subtransaction that rolls back is released with it;

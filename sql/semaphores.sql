@@ -24,6 +24,12 @@ SELECT fencing.acquire('api', 3, '-1 second');
 SELECT fencing.try_acquire('', 3);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
+-- Both bounds are allowed.
+BEGIN;
+SELECT fencing.try_acquire('one permit', 1) IS NOT NULL AS granted_1,
+	   fencing.acquire('most permits', 1000, '0') IS NOT NULL AS granted_1000;
+SELECT name, mode FROM fencing.locks WHERE pid = pg_backend_pid() ORDER BY name;
+COMMIT;
 
 -- A permit is a fresh token of its own; the view shows which permit.
 SELECT fencing.latest_token() AS before \gset

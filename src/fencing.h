@@ -88,6 +88,7 @@ extern int64 fencing_key_of_canonical(const char *buf, int len);
 
 /* locks.c */
 extern void fencing_locks_init(void);
+extern int	fencing_lease_ttl_in_force(void);
 
 /* lock_registry.c */
 
@@ -222,6 +223,11 @@ extern int	fencing_lease_max_hold_ms(double usecs);
 extern void fencing_lease_ceiling_set(const char *name, int namelen,
 									  int max_hold_ms);
 extern void fencing_lease_ceiling_keep(void);
+extern void fencing_lease_idle_prepare(void);
+extern void fencing_lease_idle_statement_start(void);
+extern void fencing_lease_idle_statement_end(void);
+extern void fencing_lease_idle_changed(void);
+extern bool fencing_lease_idle_timer_fired(void);
 
 /* fence_ddl.c */
 extern void fencing_fence_utility_before(PlannedStmt *pstmt);

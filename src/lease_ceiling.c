@@ -2,7 +2,9 @@
  *
  * lease_ceiling.c
  *		The hard ceiling of a lease: fencing.lease(name, ttl, max_hold) ends
- *		the holder's transaction max_hold after the call, busy or idle.
+ *		the holder's transaction max_hold after the call, busy or idle; and
+ *		the timer that holds a lease's ttl where core's idle timeout does
+ *		not reach (a client in pipeline mode that stalls without Sync).
  *
  * A lease's ttl only limits how long the holder may sit idle between
  * statements; a holder stuck in one long statement (a pg_sleep, a wait for
@@ -64,6 +66,9 @@
  * the timer disarmed.  A transaction with a ceiling cannot be prepared:
  * the prepared transaction would keep the lock with nothing to end it.
  *
+ * The ttl's timer is a second POSIX timer on the same signal; see "The idle
+ * limit of a lease" below.
+ *
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
@@ -86,6 +91,7 @@
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "compat.h"
 #include "fencing.h"
@@ -110,15 +116,48 @@ static int	ceiling_count = 0;
 static int	ceiling_capacity = 0;
 
 /*
- * The extension's own timer, created the first time a backend needs it,
- * and when it is due (0: not armed).  Only this file arms or stops it.
+ * A POSIX timer of the backend on the monotonic clock, raising SIGUSR2, and
+ * when it is due (nanoseconds on that clock, 0: not armed), which the
+ * signal handler compares with the clock to tell which of the two timers
+ * below went off.  The due time is set before the timer is armed and
+ * cleared before it is stopped, so the handler never misses an expiry and
+ * ignores a signal that comes late.  Only this file arms or stops them.
  */
-static timer_t termination_timer;
-static bool termination_timer_created = false;
+typedef struct LeaseTimer
+{
+	timer_t		id;
+	bool		created;
+	volatile int64 due_ns;
+} LeaseTimer;
+
+/* the ceiling's (max_hold), and the one that ends a session idle past ttl */
+static LeaseTimer termination_timer;
+static LeaseTimer idle_timer;
+
+/* and when the first one is due as a timestamp, for the ceiling's bookkeeping */
 static TimestampTz termination_timer_finish = 0;
 
-/* set by its handler, so that the report it causes is known for what it is */
+/* whether this process's SIGUSR2 is ours: 0 not asked yet, 1 yes, -1 no */
+static int	sigusr2_ours = 0;
+
+/* set by the handler, so that the report they cause is known for what it is */
 static volatile sig_atomic_t termination_timer_fired = false;
+static volatile sig_atomic_t idle_timer_fired = false;
+
+/*
+ * The idle timer's state: between two top-level statements with a lease in
+ * force, it is due at the end of the last one (idle_since_ns) plus the ttl
+ * in force; while a statement runs it is stopped.
+ */
+static bool idle_between_statements = false;
+static int64 idle_since_ns = 0;
+
+/*
+ * How soon the idle timer looks again when it went off while the backend
+ * was busy between statements (a Parse, a Bind) rather than waiting for
+ * its client.
+ */
+#define IDLE_RECHECK_NS		(20 * 1000 * 1000)
 
 /* set when the ceiling ended the session: what the exit callback logs */
 static bool ended_by_ceiling = false;
@@ -134,92 +173,279 @@ static void ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubi
 static void ceiling_emit_log(ErrorData *edata);
 static void ceiling_before_exit(int code, Datum arg);
 
+/* The monotonic clock in nanoseconds; safe in a signal handler. */
+static int64
+monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64) now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* Whether t went off by now. */
+static inline bool
+timer_went_off(const LeaseTimer *t, int64 now)
+{
+	int64		due = t->due_ns;
+
+	return due != 0 && now >= due;
+}
+
 /*
- * The ceiling's timer went off (SIGUSR2): end the session the way
- * pg_terminate_backend() does, from a signal handler, so only flags and the
- * latch.
+ * The idle timer went off: if the backend is waiting for its client (in
+ * the middle of no statement: the timer is stopped while one runs), end
+ * the session the way core's idle_in_transaction_session_timeout does, so
+ * that the holder sees core's own FATAL 25P03; core honours it while it
+ * waits for a command, also while it discards messages up to a Sync after
+ * an error.  Busy between statements instead (parsing, planning): look
+ * again soon.
  */
 static void
-termination_signal_handler(SIGNAL_ARGS)
+idle_timer_went_off(int64 now)
+{
+	struct itimerspec when;
+
+	if (*my_wait_event_info == WAIT_EVENT_CLIENT_READ)
+	{
+		idle_timer_fired = true;
+		IdleInTransactionSessionTimeoutPending = true;
+		InterruptPending = true;
+		return;
+	}
+	memset(&when, 0, sizeof(when));
+	when.it_value.tv_nsec = IDLE_RECHECK_NS;
+	idle_timer.due_ns = now + IDLE_RECHECK_NS;
+	(void) timer_settime(idle_timer.id, 0, &when, NULL);
+}
+
+/*
+ * SIGUSR2: one of the two timers went off.  The ceiling's ends the session
+ * the way pg_terminate_backend() does.  From a signal handler, so only
+ * flags, the latch, and the clock and timer calls POSIX allows here.
+ */
+static void
+lease_timer_signal_handler(SIGNAL_ARGS)
 {
 	int			save_errno = errno;
+	int64		now = monotonic_ns();
 
 	if (!proc_exit_inprogress)
 	{
-		termination_timer_fired = true;
-		InterruptPending = true;
-		ProcDiePending = true;
+		if (timer_went_off(&termination_timer, now))
+		{
+			termination_timer_fired = true;
+			InterruptPending = true;
+			ProcDiePending = true;
+		}
+		if (timer_went_off(&idle_timer, now))
+			idle_timer_went_off(now);
 	}
 	SetLatch(MyLatch);
 	errno = save_errno;
 }
 
 /*
- * Create the extension's own timer, once per backend, before the first
- * lease with a max_hold takes its lock (so that a failure here holds
- * nothing).  SIGUSR2 is ignored by every backend PostgreSQL starts for a
- * client; a process that uses it for something else (a walsender) cannot
- * have a ceiling.
+ * Take SIGUSR2 for the timers, once per backend.  It is ignored by every
+ * backend PostgreSQL starts for a client; a process that uses it for
+ * something else (a walsender) cannot have the timers.  Returns whether
+ * they can be used.
+ */
+static bool
+lease_signal_available(void)
+{
+	struct sigaction current;
+
+	if (sigusr2_ours == 0)
+	{
+		if (sigaction(SIGUSR2, NULL, &current) == 0 &&
+			current.sa_handler == SIG_IGN)
+		{
+			pqsignal(SIGUSR2, lease_timer_signal_handler);
+			sigusr2_ours = 1;
+		}
+		else
+			sigusr2_ours = -1;
+	}
+	return sigusr2_ours > 0;
+}
+
+/*
+ * Create a timer, once per backend, before the lease that needs it takes
+ * its lock (so that a failure here holds nothing).
+ */
+static void
+lease_timer_create(LeaseTimer *t, const char *what)
+{
+	struct sigevent event;
+
+	if (t->created)
+		return;
+	memset(&event, 0, sizeof(event));
+	event.sigev_notify = SIGEV_SIGNAL;
+	event.sigev_signo = SIGUSR2;
+	if (timer_create(CLOCK_MONOTONIC, &event, &t->id) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not create the timer of %s: %m", what)));
+	t->due_ns = 0;
+	t->created = true;
+}
+
+/*
+ * Arm a timer to go off delay_ns from now (relative, on the monotonic
+ * clock), or stop it (delay_ns 0).  Failing to set it would leave a lock
+ * without its limit: the session ends instead.
+ */
+static void
+lease_timer_set(LeaseTimer *t, int64 delay_ns, const char *what)
+{
+	struct itimerspec when;
+
+	memset(&when, 0, sizeof(when));
+	if (delay_ns > 0)
+	{
+		when.it_value.tv_sec = delay_ns / 1000000000;
+		when.it_value.tv_nsec = delay_ns % 1000000000;
+		t->due_ns = monotonic_ns() + delay_ns;
+	}
+	else
+		t->due_ns = 0;
+	if (timer_settime(t->id, 0, &when, NULL) != 0)
+		ereport(FATAL,
+				(errmsg_internal("could not set the timer of %s: %m", what)));
+}
+
+/*
+ * Create the ceiling's timer, before the first lease with a max_hold takes
+ * its lock; a process whose SIGUSR2 is not free cannot have a ceiling.
  */
 static void
 termination_timer_create(void)
 {
-	struct sigaction current;
-	struct sigevent event;
-
-	if (termination_timer_created)
-		return;
-	if (sigaction(SIGUSR2, NULL, &current) != 0 ||
-		current.sa_handler != SIG_IGN)
+	if (!lease_signal_available())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a lease with max_hold cannot be taken in this process"),
 				 errdetail("The timer of max_hold signals SIGUSR2, which this process uses for something else."),
 				 errhint("Take the lease in a regular client session.")));
-	memset(&event, 0, sizeof(event));
-	event.sigev_notify = SIGEV_SIGNAL;
-	event.sigev_signo = SIGUSR2;
-	if (timer_create(CLOCK_MONOTONIC, &event, &termination_timer) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not create the timer of a lease's max_hold: %m")));
-	pqsignal(SIGUSR2, termination_signal_handler);
-	termination_timer_created = true;
+	lease_timer_create(&termination_timer, "a lease's max_hold");
 }
 
 /*
- * Bring the extension's own timer in line with the ceiling in force (the
- * top of the stack), or stop it when there is none.  Nothing else moves
- * this timer, so it is exactly the top's deadline plus the grace, and only
- * a change costs a system call.  Failing to set it would leave a lock
- * without its ceiling: the session ends instead.
+ * Bring the ceiling's timer in line with the ceiling in force (the top of
+ * the stack), or stop it when there is none.  Nothing else moves this
+ * timer, so it is exactly the top's deadline plus the grace, and only a
+ * change costs a system call.
  */
 static void
 termination_timer_sync(void)
 {
 	TimestampTz finish = 0;
-	struct itimerspec when;
 
-	if (!termination_timer_created)
+	if (!termination_timer.created)
 		return;
 	if (ceiling_count > 0 && !proc_exit_inprogress)
 		finish = ceilings[ceiling_count - 1].deadline +
 			(TimestampTz) FENCING_CEILING_GRACE_MS * 1000;
 	if (finish == termination_timer_finish)
 		return;
-	memset(&when, 0, sizeof(when));
-	if (finish != 0)
-	{
-		/* relative, on the monotonic clock; a zero it_value would disarm */
-		TimestampTz delay = Max(finish - GetCurrentTimestamp(), 1);
-
-		when.it_value.tv_sec = delay / USECS_PER_SEC;
-		when.it_value.tv_nsec = (delay % USECS_PER_SEC) * 1000;
-	}
-	if (timer_settime(termination_timer, 0, &when, NULL) != 0)
-		ereport(FATAL,
-				(errmsg_internal("could not set the timer of a lease's max_hold: %m")));
+	/* a zero delay would disarm: a deadline already passed is 1 us away */
+	lease_timer_set(&termination_timer,
+					finish == 0 ? 0 :
+					Max(finish - GetCurrentTimestamp(), 1) * 1000,
+					"a lease's max_hold");
 	termination_timer_finish = finish;
+}
+
+/*
+ * The idle limit of a lease (its ttl).  Core enforces it with
+ * idle_in_transaction_session_timeout, which the lease sets, but core arms
+ * that timer only when it sends ReadyForQuery, at a Sync or after a simple
+ * query: a client in pipeline mode that sends Parse, Bind, Execute and
+ * Flush and then stalls, or one whose statement failed in a savepoint so
+ * that the server discards its messages up to the next Sync, would keep
+ * the lease for ever.  So the extension's own idle timer is armed at the
+ * end of every top-level statement while a lease is in force, due the ttl
+ * in force later, and stopped when the next top-level statement begins
+ * (statement_hooks.c); the ttl changing between statements (ROLLBACK TO, the
+ * end of the transaction) moves it.  A process whose SIGUSR2 is not free
+ * (a walsender, which speaks only the simple protocol) has core's timeout
+ * alone.
+ */
+
+/*
+ * Make sure the idle timer exists, before a lease takes its lock.
+ */
+void
+fencing_lease_idle_prepare(void)
+{
+	if (lease_signal_available())
+		lease_timer_create(&idle_timer, "a lease's ttl");
+}
+
+/*
+ * Arm the idle timer at idle_since_ns plus the ttl in force, or stop it
+ * when no lease is in force.  A deadline already passed is 1 ns away.
+ */
+static void
+idle_timer_sync(void)
+{
+	int			ttl_ms = fencing_lease_ttl_in_force();
+	int64		delay_ns = 0;
+
+	if (!idle_timer.created)
+		return;
+	if (ttl_ms > 0 && idle_between_statements && !proc_exit_inprogress)
+		delay_ns = Max(idle_since_ns + (int64) ttl_ms * 1000000 -
+					   monotonic_ns(), 1);
+	if (delay_ns == 0 && idle_timer.due_ns == 0)
+		return;
+	lease_timer_set(&idle_timer, delay_ns, "a lease's ttl");
+}
+
+/*
+ * A top-level statement begins: the holder is not idle.
+ */
+void
+fencing_lease_idle_statement_start(void)
+{
+	idle_between_statements = false;
+	if (idle_timer.due_ns != 0)
+		lease_timer_set(&idle_timer, 0, "a lease's ttl");
+}
+
+/*
+ * A top-level statement ended, or failed: the idle time starts now.
+ */
+void
+fencing_lease_idle_statement_end(void)
+{
+	idle_between_statements = true;
+	if (!idle_timer.created)
+		return;
+	if (fencing_lease_ttl_in_force() > 0)
+		idle_since_ns = monotonic_ns();
+	idle_timer_sync();
+}
+
+/*
+ * The ttl in force changed outside a statement (a savepoint rolled back,
+ * the transaction ended): the idle timer follows.
+ */
+void
+fencing_lease_idle_changed(void)
+{
+	idle_timer_sync();
+}
+
+/*
+ * Whether the idle timer ended the session (for fencing.stats).
+ */
+bool
+fencing_lease_idle_timer_fired(void)
+{
+	return idle_timer_fired;
 }
 
 /*

@@ -52,6 +52,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
@@ -61,6 +62,7 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
@@ -96,7 +98,7 @@ typedef struct LockSlotData
 	uint16		permit;			/* FENCING_LOCK_PERMIT: which permit, 1.. */
 	uint16		permits;		/* and of how many */
 	Oid			dboid;
-	Oid			roleid;			/* the owner's session user */
+	Oid			roleid;			/* the holder's session user */
 	int			pid;
 	int64		key;
 	int64		token;			/* meaningful only when granted */
@@ -311,16 +313,38 @@ slot_copy(LockSlot *slot, LockSlotData *copy)
 }
 
 /*
+ * How a reader waits for an owner's write to end: an owner writes a few
+ * fields, so a spin usually suffices, but it can be descheduled or stopped
+ * half way; then the reader sleeps a millisecond at a time, answering
+ * interrupts, and after about a second takes the copy as it is.
+ */
+#define SLOT_READ_SPINS		1000
+#define SLOT_READ_SLEEPS	1000
+
+/*
  * Copy a slot another backend may be writing.  Retries while a write is in
- * progress or happened during the copy, so the copy is one the owner
- * published.  Returns whether the slot stood for a lock.
+ * progress or happened during the copy, so that the copy is one the owner
+ * published; returns false when the owner's write did not end in time, and
+ * the copy is then as it was (every length bounded).
  */
 static bool
 slot_read(LockSlot *slot, LockSlotData *copy)
 {
-	while (!slot_copy(slot, copy))
-		SPIN_DELAY();
-	return copy->state != LOCK_SLOT_FREE;
+	int			tries;
+
+	for (tries = 0; !slot_copy(slot, copy); tries++)
+	{
+		if (tries >= SLOT_READ_SPINS + SLOT_READ_SLEEPS)
+			return false;
+		if (tries < SLOT_READ_SPINS)
+			SPIN_DELAY();
+		else
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(1000L);
+		}
+	}
+	return true;
 }
 
 /*
@@ -541,7 +565,8 @@ fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 		/* cheap unsynchronised filter; the copy below is the real check */
 		if (pg_atomic_read_u32(&owners[n]) == 0 || slot->data.key != key)
 			continue;
-		if (!slot_read(slot, &copy))
+		/* a torn copy may mix two owners' names: no collision to report */
+		if (!slot_read(slot, &copy) || copy.state == LOCK_SLOT_FREE)
 			continue;
 		if (copy.key != key || copy.dboid != MyDatabaseId)
 			continue;
@@ -654,8 +679,10 @@ fencing_lock_registry_count(void)
 	{
 		LockSlotData copy;
 
-		if (pg_atomic_read_u32(&owners[i]) != 0 &&
-			slot_read(&slots[i].slot, &copy))
+		if (pg_atomic_read_u32(&owners[i]) == 0)
+			continue;
+		(void) slot_read(&slots[i].slot, &copy);
+		if (copy.state != LOCK_SLOT_FREE)
 			count++;
 	}
 	return count;
@@ -706,9 +733,30 @@ typedef struct LockViewRows
 	ReturnSetInfo *rsinfo;
 	bool		has_mode;
 	bool		has_delayed_until;
+	bool		sees_all;		/* the caller has pg_read_all_stats */
 	Oid			cached_dboid;
 	char	   *cached_dbname;
 } LockViewRows;
+
+/*
+ * Whether the caller may see which name a row is about and which backend
+ * holds it: as pg_stat_activity shows a session's query, to members of
+ * pg_read_all_stats and to roles with the privileges of the holder's role.
+ * The lost holder of a delay is not recorded, so only the former see a
+ * delay's name.  Everyone else sees that a lock is held, and where, how and
+ * since when, but neither its name nor its key (a hash of the name that
+ * would let a caller test guesses) nor its pid.
+ */
+static bool
+row_is_visible(const LockViewRows *state, const LockSlotData *copy,
+			   TimestampTz delayed_until)
+{
+	if (state->sees_all)
+		return true;
+	if (delayed_until != 0)
+		return false;
+	return has_privs_of_role(GetUserId(), copy->roleid);
+}
 
 static void
 lock_row_put(LockViewRows *state, const LockSlotData *copy,
@@ -717,6 +765,7 @@ lock_row_put(LockViewRows *state, const LockSlotData *copy,
 	Datum		values[LOCK_ROWS_MAX_COLUMNS];
 	bool		nulls[LOCK_ROWS_MAX_COLUMNS];
 	bool		granted = (copy->state == LOCK_SLOT_GRANTED);
+	bool		visible = row_is_visible(state, copy, delayed_until);
 
 	memset(values, 0, sizeof(values));
 	memset(nulls, true, sizeof(nulls));
@@ -735,18 +784,21 @@ lock_row_put(LockViewRows *state, const LockSlotData *copy,
 		nulls[0] = false;
 	}
 
-	values[1] = PointerGetDatum(cstring_to_text_with_len(copy->name,
-														 copy->namelen));
-	nulls[1] = false;
-	values[2] = Int64GetDatum(copy->key);
-	nulls[2] = false;
+	if (visible)
+	{
+		values[1] = PointerGetDatum(cstring_to_text_with_len(copy->name,
+															 copy->namelen));
+		nulls[1] = false;
+		values[2] = Int64GetDatum(copy->key);
+		nulls[2] = false;
+		values[4] = Int32GetDatum(copy->pid);
+		nulls[4] = false;
+	}
 	if (granted)
 	{
 		values[3] = Int64GetDatum(copy->token);
 		nulls[3] = false;
 	}
-	values[4] = Int32GetDatum(copy->pid);
-	nulls[4] = false;
 	values[5] = TimestampTzGetDatum(copy->since);
 	nulls[5] = false;
 	values[6] = BoolGetDatum(granted);
@@ -773,7 +825,9 @@ lock_row_put(LockViewRows *state, const LockSlotData *copy,
  * version 1.0 of the extension declares an eighth column, "untracked"
  * (boolean); it is NULL now that every lock has a slot, and such a
  * database sees no delays (it has no column to say until when).  Since 1.1
- * the eighth column is "mode" (text) and the ninth "delayed_until".
+ * the eighth column is "mode" (text) and the ninth "delayed_until".  The
+ * name, key and pid of a row the caller may not see are NULL
+ * (row_is_visible).
  */
 Datum
 fencing_lock_rows(PG_FUNCTION_ARGS)
@@ -792,6 +846,7 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 	state.has_mode = rsinfo->setDesc->natts > 7 &&
 		TupleDescAttr(rsinfo->setDesc, 7)->atttypid == TEXTOID;
 	state.has_delayed_until = rsinfo->setDesc->natts > 8;
+	state.sees_all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 	state.cached_dboid = InvalidOid;
 	state.cached_dbname = NULL;
 
@@ -799,8 +854,10 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 	{
 		LockSlotData copy;
 
-		if (pg_atomic_read_u32(&owners[i]) == 0 ||
-			!slot_read(&slots[i].slot, &copy))
+		if (pg_atomic_read_u32(&owners[i]) == 0)
+			continue;
+		(void) slot_read(&slots[i].slot, &copy);
+		if (copy.state == LOCK_SLOT_FREE)
 			continue;
 		lock_row_put(&state, &copy, 0);
 	}

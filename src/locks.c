@@ -16,11 +16,15 @@
  * key to the token handed out in this transaction and the canonical name it
  * was taken under, so that taking the lock again returns the same token
  * (L5) and taking it under a colliding name is an error (L6).  The table
- * follows core's subtransaction semantics: a lock first taken in a
- * subtransaction that rolls back is released by core, and its entry goes
- * too; on subtransaction commit core hands the lock to the parent, and so
- * do we.  Entries are kept in acquisition order, so the entries of the
- * innermost subtransaction are always the tail of the array.
+ * follows core's resource owners: each entry remembers the resource owner
+ * that holds core's lock (the portal of the statement or cursor that took
+ * it, or a subtransaction's), and when core releases that owner's locks (a
+ * subtransaction or a failed cursor aborting) the entry goes too; when core
+ * hands them to the parent owner (a portal dropped at the end of its
+ * statement, a subtransaction committing) so do we.  So a lock taken by a
+ * cursor stays past the rollback of a savepoint it was fetched in, as core
+ * keeps it, and goes with one it was declared in.  Entries are kept in
+ * acquisition order.
  *
  * Every lock also has a slot in the shared registry (lock_registry.c),
  * which names it in fencing.locks and lets a busy caller tell contention
@@ -37,7 +41,8 @@
  * inside an internal subtransaction with lock_timeout lowered to the
  * timeout; only the resulting "lock timeout" error is turned into NULL, and
  * the subtransaction's rollback undoes the wait cleanly (including a grant
- * that raced with the timeout).
+ * that raced with the timeout).  A grant is then moved to the caller's
+ * resource owner, where every other grant path leaves its lock.
  *
  * A group of names (fencing.try_lock_all, fencing.lock_all) is taken lock
  * by lock in key order under one token drawn at the end; see "Lock groups"
@@ -67,6 +72,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -89,10 +95,9 @@ typedef struct HeldLock
 {
 	int64		key;
 	int64		token;
-	SubTransactionId subid;		/* (sub)transaction that owns the lock */
+	ResourceOwner owner;		/* the one holding core's lock */
 	SubTransactionId lease_subid;	/* outermost one that took a lease on
 									 * it, or InvalidSubTransactionId */
-	int			lease_ttl_ms;	/* shortest ttl of its leases, if any */
 	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
 	uint16		permit;			/* a semaphore's permit number, or 0 */
 	int			slot;			/* registry slot */
@@ -114,6 +119,15 @@ static int	held_count = 0;
 static int	held_capacity = 0;
 static uint32 held_index_mask = 0;
 
+/*
+ * Entries [0, held_settled) belong to TopTransactionResourceOwner, whose
+ * locks go only at the end of the transaction: the release of any other
+ * owner need not look at them.  Locks move up to it as the statements that
+ * took them end, so this prefix keeps the work of each release to the
+ * entries of the statements and savepoints still open.
+ */
+static int	held_settled = 0;
+
 #define HELD_INITIAL_CAPACITY	64
 
 /*
@@ -132,18 +146,38 @@ static bool pending_permit_key_set = false;
 static int64 pending_permit_key = 0;
 
 /*
- * Entries of held[] with a lease.  The log hook uses it to count sessions
- * the server ended because a lease holder sat idle too long; it follows the
- * entries, so a lease rolled back with its subtransaction no longer counts.
+ * Entries of held[] with a lease.  The backend's exit uses it to count
+ * sessions the server ended because a lease holder sat idle too long; it
+ * follows the entries, so a lease rolled back with its subtransaction no
+ * longer counts.
  */
 static int	leases_held = 0;
+
+/*
+ * The idle limits the transaction's leases impose, nested as the setting
+ * itself is (each lease() sets it like SET LOCAL, which a subtransaction's
+ * rollback undoes and its commit hands to the parent): a lease whose ttl
+ * is shorter than the limit in force pushes it, with its subtransaction.
+ * From the bottom, ttls strictly decrease and subtransaction ids never
+ * decrease, so the top is both the limit in force (what
+ * fencing_lease_keep_limit keeps) and the first to go when a
+ * subtransaction rolls back.  Emptied at the end of the transaction.
+ */
+typedef struct LeaseLimit
+{
+	SubTransactionId subid;
+	int			ttl_ms;
+} LeaseLimit;
+
+static LeaseLimit *lease_limits = NULL;
+static int	lease_limit_count = 0;
+static int	lease_limit_capacity = 0;
 
 /* The transaction in which the autocommit warning was last given. */
 static LocalTransactionId autocommit_warned_lxid = InvalidLocalTransactionId;
 
 static bool exit_callback_registered = false;
 
-static emit_log_hook_type prev_emit_log_hook = NULL;
 
 /* A lock name, canonicalised once per call. */
 typedef struct LockRequest
@@ -156,6 +190,8 @@ typedef struct LockRequest
 	uint16		permit;			/* a semaphore's permit number, or 0 */
 } LockRequest;
 
+static void held_rebuild_index(void);
+static void held_settle(void);
 static void locks_xact_callback(XactEvent event, void *arg);
 static void locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
@@ -164,7 +200,6 @@ static void locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 static void locks_shmem_exit(int code, Datum arg);
 static void locks_before_exit(int code, Datum arg);
 static void start_exit_delays(void);
-static void locks_emit_log(ErrorData *edata);
 
 /*
  * Register the end-of-transaction callbacks; called from _PG_init, so every
@@ -176,32 +211,6 @@ fencing_locks_init(void)
 	RegisterXactCallback(locks_xact_callback, NULL);
 	RegisterSubXactCallback(locks_subxact_callback, NULL);
 	RegisterResourceReleaseCallback(locks_resource_release, NULL);
-	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = locks_emit_log;
-}
-
-/*
- * The idle-in-transaction timeout that enforces a lease ends the session
- * with a FATAL report and no code of ours in between; this hook sees that
- * report before the backend exits, which is the one place to count an
- * expired lease (fencing.stats.leases_expired).  Only a lease the
- * transaction still holds counts: the session's own idle limit ending a
- * transaction whose lease was rolled back is not a lease expiring.
- */
-static void
-locks_emit_log(ErrorData *edata)
-{
-	static bool counted = false;	/* the session ends once */
-
-	if (leases_held > 0 && !counted &&
-		edata->elevel == FATAL &&
-		edata->sqlerrcode == ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT)
-	{
-		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
-		counted = true;
-	}
-	if (prev_emit_log_hook)
-		prev_emit_log_hook(edata);
 }
 
 /*
@@ -228,7 +237,6 @@ held_reserve(void)
 	uint32	   *new_index;
 	int			new_capacity;
 	uint32		new_mask;
-	int			i;
 
 	if (likely(held_count < held_capacity))
 		return;
@@ -244,20 +252,10 @@ held_reserve(void)
 	new_mask = (uint32) new_capacity * 2 - 1;
 	new_held = MemoryContextAlloc(TopMemoryContext,
 								  sizeof(HeldLock) * new_capacity);
-	new_index = MemoryContextAllocZero(TopMemoryContext,
-									   sizeof(uint32) * (new_mask + 1));
-
-	/* re-insert in acquisition order, so tail removal stays exact */
-	for (i = 0; i < held_count; i++)
-	{
-		uint32		b = held_hash(held[i].key) & new_mask;
-
-		while (new_index[b] != 0)
-			b = (b + 1) & new_mask;
-		new_held[i] = held[i];
-		new_held[i].bucket = b;
-		new_index[b] = (uint32) i + 1;
-	}
+	new_index = MemoryContextAlloc(TopMemoryContext,
+								   sizeof(uint32) * (new_mask + 1));
+	if (held_count > 0)
+		memcpy(new_held, held, sizeof(HeldLock) * held_count);
 
 	if (held)
 		pfree(held);
@@ -267,6 +265,29 @@ held_reserve(void)
 	held_index = new_index;
 	held_capacity = new_capacity;
 	held_index_mask = new_mask;
+	held_rebuild_index();
+}
+
+/*
+ * Index every entry anew, in acquisition order, so that removing the newest
+ * entries later stays exact: after the table grew, or after entries were
+ * removed from its middle.
+ */
+static void
+held_rebuild_index(void)
+{
+	int			i;
+
+	memset(held_index, 0, sizeof(uint32) * (held_index_mask + 1));
+	for (i = 0; i < held_count; i++)
+	{
+		uint32		b = held_hash(held[i].key) & held_index_mask;
+
+		while (held_index[b] != 0)
+			b = (b + 1) & held_index_mask;
+		held[i].bucket = b;
+		held_index[b] = (uint32) i + 1;
+	}
 }
 
 /*
@@ -310,9 +331,8 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	h = &held[held_count];
 	h->key = req->key;
 	h->token = token;
-	h->subid = GetCurrentSubTransactionId();
+	h->owner = CurrentResourceOwner;
 	h->lease_subid = InvalidSubTransactionId;
-	h->lease_ttl_ms = 0;
 	h->lockmode = req->lockmode;
 	h->permit = req->permit;
 	h->slot = slot;
@@ -321,25 +341,100 @@ held_insert(const LockRequest *req, int64 token, int slot)
 	memcpy(h->name, req->name, req->namelen);
 	held_index[b] = (uint32) held_count + 1;
 	held_count++;
+	held_settle();
 	return h;
 }
 
 /*
- * Forget the most recent grant and free its registry slot.  Core must
- * already have released the lock.
+ * Core has released the lock of an entry: free its registry slot, and wake
+ * the waiters of a semaphore whose permit it was.  The caller takes the
+ * entry out of the table.
+ */
+static void
+held_forget(const HeldLock *h)
+{
+	fencing_lock_registry_release(h->slot);
+	if (h->lease_subid != InvalidSubTransactionId)
+		leases_held--;
+	if (h->permit != 0)
+		fencing_lock_registry_permit_freed(h->key);
+}
+
+/*
+ * Forget the most recent grant.  Core must already have released the lock.
  */
 static void
 held_pop(void)
 {
 	HeldLock   *h = &held[held_count - 1];
 
-	fencing_lock_registry_release(h->slot);
-	if (h->lease_subid != InvalidSubTransactionId)
-		leases_held--;
-	if (h->permit != 0)
-		fencing_lock_registry_permit_freed(h->key);
+	held_forget(h);
 	held_index[h->bucket] = 0;
 	held_count--;
+	held_settled = Min(held_settled, held_count);
+}
+
+/*
+ * Extend the prefix of entries known to belong to the transaction's own
+ * resource owner.
+ */
+static void
+held_settle(void)
+{
+	while (held_settled < held_count &&
+		   held[held_settled].owner == TopTransactionResourceOwner)
+		held_settled++;
+}
+
+/*
+ * Core has released the locks of a resource owner (a subtransaction or a
+ * cursor aborting): forget the entries it held.  They are usually the
+ * newest; otherwise the table is compacted, keeping the order of the rest.
+ */
+static void
+held_drop_owned_by(ResourceOwner owner)
+{
+	int			kept;
+	int			i;
+
+	while (held_count > held_settled && held[held_count - 1].owner == owner)
+		held_pop();
+	for (i = held_settled; i < held_count; i++)
+	{
+		if (held[i].owner == owner)
+			break;
+	}
+	if (i == held_count)
+		return;
+	for (kept = i; i < held_count; i++)
+	{
+		if (held[i].owner == owner)
+		{
+			held_forget(&held[i]);
+			continue;
+		}
+		held[kept++] = held[i];
+	}
+	held_count = kept;
+	held_rebuild_index();
+}
+
+/*
+ * Core has handed the locks of a resource owner to its parent (a portal
+ * dropped at the end of its statement, a subtransaction committing): so do
+ * the entries.
+ */
+static void
+held_reassign(ResourceOwner owner, ResourceOwner parent)
+{
+	int			i;
+
+	for (i = held_settled; i < held_count; i++)
+	{
+		if (held[i].owner == owner)
+			held[i].owner = parent;
+	}
+	held_settle();
 }
 
 /*
@@ -370,14 +465,17 @@ release_all(void)
 	release_pending();
 	while (held_count > 0)
 		held_pop();
+	held_settled = 0;
+	lease_limit_count = 0;
 	Assert(leases_held == 0);
+	fencing_lease_idle_changed();
 }
 
 /*
- * A subtransaction was rolled back and core has released the locks it
- * took: forget them (they are the tail of held[]), forget leases taken in
- * it on locks the parent keeps, and free the slot of an attempt or wait
- * that it or a subtransaction inside it began.
+ * A subtransaction was rolled back and core has released the locks its
+ * resource owner held (locks_resource_release forgets those entries):
+ * forget leases taken in it on locks that stay, and free the slot of an
+ * attempt or wait that it or a subtransaction inside it began.
  */
 static void
 release_subtransaction(SubTransactionId subid)
@@ -386,8 +484,6 @@ release_subtransaction(SubTransactionId subid)
 
 	if (pending_slot >= 0 && pending_subid >= subid)
 		release_pending();
-	while (held_count > 0 && held[held_count - 1].subid == subid)
-		held_pop();
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == subid)
@@ -400,11 +496,13 @@ release_subtransaction(SubTransactionId subid)
 
 /*
  * Resource release, after the locks: the one moment at which core has let
- * go of the locks and nothing else has run yet.  At transaction end
- * (commit, abort, and the abort that backend exit performs) every slot is
- * freed; at subtransaction abort those of the aborting subtransaction.
- * Other resource owners (portals) are released with their locks passing to
- * the transaction, so they are left alone.
+ * go of the locks and nothing else has run yet.  Core calls it for each
+ * resource owner it releases, with CurrentResourceOwner pointing at it, the
+ * children before their parent.  At transaction end (commit, abort, and
+ * the abort that backend exit performs) every slot is freed.  Otherwise the
+ * owner's locks were released (abort: a subtransaction, a failed cursor)
+ * or handed to its parent (a portal dropped, a subtransaction committed),
+ * and its entries follow.
  */
 static void
 locks_resource_release(ResourceReleasePhase phase, bool isCommit,
@@ -429,8 +527,16 @@ locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 
 	if (isTopLevel)
 		release_all();
-	else if (!isCommit && CurrentResourceOwner == CurTransactionResourceOwner)
-		release_subtransaction(GetCurrentSubTransactionId());
+	else if (isCommit)
+		held_reassign(CurrentResourceOwner,
+					  ResourceOwnerGetParent(CurrentResourceOwner));
+	else
+	{
+		held_drop_owned_by(CurrentResourceOwner);
+		if (CurrentResourceOwner == CurTransactionResourceOwner)
+			release_subtransaction(GetCurrentSubTransactionId());
+		fencing_lease_idle_changed();
+	}
 }
 
 /*
@@ -451,9 +557,11 @@ locks_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * Subtransaction commit, mirroring core: the subtransaction's locks, and
- * the leases taken in it, pass to the parent.  (Rollback is handled by
- * locks_resource_release, once core has released the locks.)
+ * Subtransaction end: the idle limits its leases set go with its rollback,
+ * whatever became of their locks (a cursor that failed may have lost them
+ * already), as the setting itself does; on commit they pass to the parent,
+ * and so do the leases taken in it.  (The locks follow their resource
+ * owners, in locks_resource_release.)
  */
 static void
 locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -461,10 +569,18 @@ locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			i;
 
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		while (lease_limit_count > 0 &&
+			   lease_limits[lease_limit_count - 1].subid >= mySubid)
+			lease_limit_count--;
+		return;
+	}
 	if (event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
-	for (i = held_count - 1; i >= 0 && held[i].subid == mySubid; i--)
-		held[i].subid = parentSubid;
+	for (i = lease_limit_count - 1;
+		 i >= 0 && lease_limits[i].subid == mySubid; i--)
+		lease_limits[i].subid = parentSubid;
 	for (i = 0; leases_held > 0 && i < held_count; i++)
 	{
 		if (held[i].lease_subid == mySubid)
@@ -502,6 +618,12 @@ locks_before_exit(int code, Datum arg)
  * The work of locks_before_exit, done once per exit: from that callback,
  * or from the first abort during exit when another before_shmem_exit
  * callback aborted the transaction before it (locks_resource_release).
+ * A session the server ended because a lease's holder sat idle too long
+ * (core's idle_in_transaction_session_timeout went off, or the idle timer
+ * of lease_ceiling.c) while the transaction still holds a lease counts as
+ * an expired lease; the timeout's indicator stays set until the next wait
+ * for a command, which an exit never reaches, and the count does not
+ * depend on the report reaching the server log.
  */
 static void
 start_exit_delays(void)
@@ -509,12 +631,16 @@ start_exit_delays(void)
 	static bool started = false;
 	int			i;
 
-#ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
-	return;
-#endif
 	if (started)
 		return;
 	started = true;
+	if (leases_held > 0 &&
+		(fencing_lease_idle_timer_fired() ||
+		 get_timeout_indicator(IDLE_IN_TRANSACTION_SESSION_TIMEOUT, false)))
+		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
+#ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
+	return;
+#endif
 	for (i = 0; i < held_count; i++)
 	{
 		FencingLockDelay delay;
@@ -600,6 +726,19 @@ held_again(const LockRequest *req)
 }
 
 /*
+ * When the lock-delay in force on a lock ends, or 0 when none is: what
+ * every grant path asks.
+ */
+static inline TimestampTz
+delay_in_force(int64 key, int permit)
+{
+#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
+	return 0;
+#endif
+	return fencing_lock_delay_refuses(key, permit);
+}
+
+/*
  * Core has just granted the lock: give it back when a lock-delay is in
  * force on it (its last holder was lost, lock_delay.c), and count the
  * refusal.  Returns when the delay ends, or 0 when the grant stands; with
@@ -611,11 +750,8 @@ static inline TimestampTz
 give_back_if_delayed(const LOCKTAG *tag, LOCKMODE lockmode, int64 key,
 					 int permit)
 {
-	TimestampTz until = fencing_lock_delay_refuses(key, permit);
+	TimestampTz until = delay_in_force(key, permit);
 
-#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
-	return 0;
-#endif
 	if (unlikely(until != 0))
 	{
 		LockRelease(tag, lockmode, false);
@@ -773,6 +909,29 @@ take_without_waiting(const LockRequest *req, const char *function)
 }
 
 /*
+ * A lock granted in an internal subtransaction passes, when that commits,
+ * to the (sub)transaction's own resource owner, CurTransactionResourceOwner.
+ * The caller's resource owner may be another one (a portal's: every
+ * statement runs under one), and every other grant leaves the lock with
+ * the caller's, where giving it back (a lock-delay, a group whose next name
+ * is busy) and the release bookkeeping look for it.  Take the lock once
+ * more for the caller's owner (it is held, so only the local count moves)
+ * and let go of the transaction owner's hold.
+ */
+static void
+move_to_current_owner(const LockRequest *req)
+{
+	ResourceOwner owner = CurrentResourceOwner;
+
+	if (owner == CurTransactionResourceOwner)
+		return;
+	(void) LockAcquire(&req->tag, req->lockmode, false, true);
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	LockRelease(&req->tag, req->lockmode, false);
+	CurrentResourceOwner = owner;
+}
+
+/*
  * Wait in core's lock queue for at most timeout_ms.  lock_timeout is
  * lowered to the timeout for the duration of the wait (unless the session's
  * own lock_timeout is shorter, which then wins and raises its usual error),
@@ -835,6 +994,8 @@ wait_with_timeout(const LockRequest *req, int timeout_ms)
 	}
 	PG_END_TRY();
 
+	if (granted)
+		move_to_current_owner(req);
 	return granted;
 }
 
@@ -854,13 +1015,13 @@ wait_for_grant(const LockRequest *req, bool has_timeout, TimestampTz deadline)
 	fencing_lock_registry_wait(pending_slot);
 	for (;;)
 	{
-		long		remaining_ms = 0;
+		int64		remaining_ms = 0;
 		TimestampTz until;
 
 		if (has_timeout)
 		{
-			remaining_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														   deadline);
+			/* not TimestampDifferenceMilliseconds, which 17 and 18 stop at INT_MAX */
+			remaining_ms = (deadline - GetCurrentTimestamp() + 999) / 1000;
 			if (remaining_ms <= 0)
 				return false;
 		}
@@ -872,8 +1033,13 @@ wait_for_grant(const LockRequest *req, bool has_timeout, TimestampTz deadline)
 		}
 		if (!has_timeout)
 			(void) LockAcquire(&req->tag, req->lockmode, false, false);
-		else if (!wait_with_timeout(req, (int) remaining_ms))
+		else if (!wait_with_timeout(req, (int) Min(remaining_ms, INT_MAX)))
+		{
+			/* lock_timeout counts at most INT_MAX ms: wait on for the rest */
+			if (remaining_ms > INT_MAX)
+				continue;
 			return false;
+		}
 		if (give_back_if_delayed(&req->tag, req->lockmode, req->key, 0) == 0)
 			return true;
 	}
@@ -892,21 +1058,30 @@ interval_usecs(const Interval *span)
 }
 
 /*
- * The timeout argument of the waiting functions in milliseconds: rounded
- * up to whole milliseconds and capped at INT_MAX milliseconds, lock_timeout's
- * own range.  Negative is an error; NULL (no timeout) is the caller's case.
+ * The timeout argument (number argno) of the waiting functions: false when
+ * the wait has no bound (NULL, 'infinity', or longer than a timestamp can
+ * count, some hundred thousand years), else true with *timeout_ms set,
+ * rounded up to whole milliseconds.  Negative (also '-infinity') is an
+ * error.
  */
-static int
-timeout_arg_ms(const Interval *timeout)
+static bool
+timeout_arg(FunctionCallInfo fcinfo, int argno, int64 *timeout_ms)
 {
-	double		usecs = interval_usecs(timeout);
+	double		usecs;
 
+	*timeout_ms = 0;
+	if (PG_ARGISNULL(argno))
+		return false;
+	usecs = interval_usecs(PG_GETARG_INTERVAL_P(argno));
 	if (usecs < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lock timeout must not be negative"),
 				 errhint("Pass NULL to wait without a timeout, or zero to try once.")));
-	return (int) Min(ceil(usecs / 1000.0), (double) INT_MAX);
+	if (usecs > (double) (PG_INT64_MAX / 2))
+		return false;
+	*timeout_ms = (int64) ceil(usecs / 1000.0);
+	return true;
 }
 
 /*
@@ -950,21 +1125,19 @@ try_lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode,
  * until granted (or until lock_timeout, statement_timeout, a deadlock or a
  * cancel ends the statement with an error); a zero timeout tries once;
  * otherwise NULL when the timeout passes.  Timeouts are rounded up to whole
- * milliseconds and capped at INT_MAX milliseconds, lock_timeout's own
- * range.  While it waits, the view shows the wait.
+ * milliseconds.  While it waits, the view shows the wait.
  */
 static inline Datum
 lock_in_mode(FunctionCallInfo fcinfo, LOCKMODE lockmode, const char *function)
 {
 	LockRequest req;
 	HeldLock   *h;
-	bool		has_timeout = !PG_ARGISNULL(1);
-	int			timeout_ms = 0;
+	bool		has_timeout;
+	int64		timeout_ms;
 
 	fencing_error_if_standby(function);
 	error_if_null_name(fcinfo);
-	if (has_timeout)
-		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
+	has_timeout = timeout_arg(fcinfo, 1, &timeout_ms);
 
 	prepare_request(&req, PG_GETARG_DATUM(0), lockmode);
 
@@ -1066,6 +1239,56 @@ shorten_idle_limit(int ttl_ms)
 }
 
 /*
+ * Make room for one more idle limit, before the lease takes its lock, so
+ * that running out of memory holds nothing.
+ */
+static void
+lease_limit_reserve(void)
+{
+	int			new_capacity;
+
+	if (lease_limit_count < lease_limit_capacity)
+		return;
+	new_capacity = lease_limit_capacity > 0 ? lease_limit_capacity * 2 : 8;
+	if (lease_limits == NULL)
+		lease_limits = MemoryContextAlloc(TopMemoryContext,
+										  sizeof(LeaseLimit) * new_capacity);
+	else
+		lease_limits = repalloc(lease_limits,
+								sizeof(LeaseLimit) * new_capacity);
+	lease_limit_capacity = new_capacity;
+}
+
+/*
+ * A lease with this ttl was granted: it is the limit in force from now on
+ * if it is shorter than the one in force.  lease_limit_reserve() must have
+ * made room.
+ */
+static void
+lease_limit_push(int ttl_ms)
+{
+	if (lease_limit_count > 0 &&
+		lease_limits[lease_limit_count - 1].ttl_ms <= ttl_ms)
+		return;
+	Assert(lease_limit_count < lease_limit_capacity);
+	lease_limits[lease_limit_count].subid = GetCurrentSubTransactionId();
+	lease_limits[lease_limit_count].ttl_ms = ttl_ms;
+	lease_limit_count++;
+}
+
+/*
+ * The idle limit the transaction's leases impose, in milliseconds, or 0
+ * when it holds no lease.
+ */
+int
+fencing_lease_ttl_in_force(void)
+{
+	if (leases_held == 0 || lease_limit_count == 0)
+		return 0;
+	return lease_limits[lease_limit_count - 1].ttl_ms;
+}
+
+/*
  * SQL: fencing.lease(name, ttl, max_hold).  try_lock, plus a
  * server-enforced lease: for the rest of the transaction
  * idle_in_transaction_session_timeout is at most ttl (like SET LOCAL), so a
@@ -1114,23 +1337,23 @@ fencing_lease(PG_FUNCTION_ARGS)
 		max_hold_ms = fencing_lease_max_hold_ms(interval_usecs(PG_GETARG_INTERVAL_P(2)));
 
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
+	lease_limit_reserve();
+	fencing_lease_idle_prepare();
 
 	h = take_without_waiting(&req, "fencing.lease()");
 	if (h == NULL)
 		PG_RETURN_NULL();
 
 	(void) shorten_idle_limit(ttl_ms);
+	lease_limit_push(ttl_ms);
 	if (max_hold_ms > 0)
 		fencing_lease_ceiling_set(req.name, req.namelen, max_hold_ms);
 
 	if (h->lease_subid == InvalidSubTransactionId)
 	{
 		h->lease_subid = GetCurrentSubTransactionId();
-		h->lease_ttl_ms = ttl_ms;
 		leases_held++;
 	}
-	else
-		h->lease_ttl_ms = Min(h->lease_ttl_ms, ttl_ms);
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	fencing_stat_add(FENCING_STAT_LEASES_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
@@ -1141,24 +1364,16 @@ fencing_lease(PG_FUNCTION_ARGS)
  * idle limit behind it: a holder that ran SET, RESET or set_config() on
  * idle_in_transaction_session_timeout after lease() would otherwise idle
  * forever with the lock.  While a lease is in force, put the limit back to
- * the shortest ttl of the transaction's leases (a SET LOCAL, so the session
- * value returns when the transaction ends) and say so.  A shorter limit set
+ * the ttl in force (the shortest of the transaction's leases that were not
+ * rolled back; a SET LOCAL, so the session value returns when the
+ * transaction ends) and say so.  A shorter limit set
  * by the session stays: it only ends a stalled holder sooner.
  */
 void
 fencing_lease_keep_limit(void)
 {
-	int			ttl_ms = 0;
-	int			i;
+	int			ttl_ms = fencing_lease_ttl_in_force();
 
-	if (leases_held == 0)
-		return;
-	for (i = 0; i < held_count; i++)
-	{
-		if (held[i].lease_subid != InvalidSubTransactionId &&
-			(ttl_ms == 0 || held[i].lease_ttl_ms < ttl_ms))
-			ttl_ms = held[i].lease_ttl_ms;
-	}
 	if (ttl_ms <= 0 || !shorten_idle_limit(ttl_ms))
 		return;
 	ereport(WARNING,
@@ -1333,19 +1548,24 @@ group_held(const LockRequest *reqs, int n, int64 *token)
 }
 
 /*
- * Release the last count locks taken, newest first: core's lock, then the
- * entry and its slot.  Only for locks taken in this call, which are the
- * tail of held[] and owned by the current resource owner.
+ * Release the last count locks taken, newest first: core's lock, held for
+ * the entry's resource owner, then the entry and its slot.  Only for locks
+ * taken in this call, which are the tail of held[].
  */
 static void
 release_newest(int count)
 {
+	ResourceOwner save = CurrentResourceOwner;
+
 	while (count-- > 0)
 	{
+		HeldLock   *h = &held[held_count - 1];
 		LOCKTAG		tag;
 
-		set_advisory_tag(&tag, held[held_count - 1].key);
-		LockRelease(&tag, held[held_count - 1].lockmode, false);
+		set_advisory_tag(&tag, h->key);
+		CurrentResourceOwner = h->owner;
+		LockRelease(&tag, h->lockmode, false);
+		CurrentResourceOwner = save;
 		held_pop();
 	}
 }
@@ -1358,7 +1578,7 @@ release_newest(int count)
  */
 static int64
 take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
-		   int timeout_ms)
+		   int64 timeout_ms)
 {
 	TimestampTz deadline = 0;
 	bool		waited = false;
@@ -1402,7 +1622,7 @@ take_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
  */
 static bool
 lock_group(LockRequest *reqs, int n, bool wait, bool has_timeout,
-		   int timeout_ms, const char *function, int64 *token)
+		   int64 timeout_ms, const char *function, int64 *token)
 {
 	if (!group_held(reqs, n, token))
 	{
@@ -1451,12 +1671,11 @@ fencing_lock_all(PG_FUNCTION_ARGS)
 	LockRequest *reqs;
 	int			n;
 	int64		token;
-	bool		has_timeout = !PG_ARGISNULL(1);
-	int			timeout_ms = 0;
+	bool		has_timeout;
+	int64		timeout_ms;
 
 	fencing_error_if_standby("fencing.lock_all()");
-	if (has_timeout)
-		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(1));
+	has_timeout = timeout_arg(fcinfo, 1, &timeout_ms);
 	reqs = prepare_group(fcinfo, &n);
 	if (!lock_group(reqs, n, true, has_timeout, timeout_ms,
 					"fencing.lock_all()", &token))
@@ -1530,6 +1749,14 @@ permits_arg(FunctionCallInfo fcinfo)
  * it); when all are busy or delayed, checks for a key collision (FN002)
  * and returns false, the slot still pending, with *delay_end set to when
  * the first lock-delay on an otherwise free permit ends (0: none).
+ *
+ * A permit under a lock-delay is not even taken: taking it and giving it
+ * back would make it look busy to a waiter trying it at that moment, which
+ * would learn nothing of the delay and, with no release to come, sleep
+ * past its end.  A delay that starts while the permit is being taken (its
+ * holder lost just then) is still seen after the grant, as on every grant
+ * path; that give-back wakes the waiters, which then see the delay
+ * themselves.
  */
 static bool
 attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
@@ -1539,25 +1766,30 @@ attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 	*delay_end = 0;
 	for (i = 1; i <= permits; i++)
 	{
-		set_permit_tag(&req->tag, req->key, i);
-		if (LockAcquire(&req->tag, ExclusiveLock, false, true) !=
-			LOCKACQUIRE_NOT_AVAIL)
-		{
-			TimestampTz until = give_back_if_delayed(&req->tag, ExclusiveLock,
-													 req->key, i);
+		TimestampTz until = delay_in_force(req->key, i);
 
-			if (until != 0)
-			{
-				if (*delay_end == 0 || until < *delay_end)
-					*delay_end = until;
+		if (until != 0)
+			fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
+		else
+		{
+			set_permit_tag(&req->tag, req->key, i);
+			if (LockAcquire(&req->tag, ExclusiveLock, false, true) ==
+				LOCKACQUIRE_NOT_AVAIL)
 				continue;
+			until = give_back_if_delayed(&req->tag, ExclusiveLock,
+										 req->key, i);
+			if (until == 0)
+			{
+				req->permit = (uint16) i;
+				pending_permit_key = req->key;
+				pending_permit_key_set = true;
+				fencing_lock_registry_set_permit(pending_slot, i);
+				return true;
 			}
-			req->permit = (uint16) i;
-			pending_permit_key = req->key;
-			pending_permit_key_set = true;
-			fencing_lock_registry_set_permit(pending_slot, i);
-			return true;
+			fencing_lock_registry_permit_freed(req->key);
 		}
+		if (*delay_end == 0 || until < *delay_end)
+			*delay_end = until;
 	}
 	fencing_lock_registry_check_collision(req->key, req->name, req->namelen);
 	return false;
@@ -1570,7 +1802,7 @@ attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
  */
 static HeldLock *
 take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
-			int timeout_ms, const char *function)
+			int64 timeout_ms, const char *function)
 {
 	HeldLock   *h = held_find(req->key, true);
 	bool		granted;
@@ -1626,6 +1858,8 @@ take_permit(LockRequest *req, int permits, bool wait, bool has_timeout,
 				if (sleep_ms < 0 || delay_ms < sleep_ms)
 					sleep_ms = delay_ms;
 			}
+			/* a latch wait counts at most INT_MAX ms; a longer one loops */
+			sleep_ms = Min(sleep_ms, (long) INT_MAX);
 			(void) ConditionVariableTimedSleep(cv, sleep_ms, PG_WAIT_EXTENSION);
 		}
 		ConditionVariableCancelSleep();
@@ -1651,14 +1885,14 @@ acquire_permit(FunctionCallInfo fcinfo, bool wait, const char *function)
 	LockRequest req;
 	HeldLock   *h;
 	int			permits;
-	bool		has_timeout = wait && !PG_ARGISNULL(2);
-	int			timeout_ms = 0;
+	bool		has_timeout = false;
+	int64		timeout_ms = 0;
 
 	fencing_error_if_standby(function);
 	error_if_null_name(fcinfo);
 	permits = permits_arg(fcinfo);
-	if (has_timeout)
-		timeout_ms = timeout_arg_ms(PG_GETARG_INTERVAL_P(2));
+	if (wait)
+		has_timeout = timeout_arg(fcinfo, 2, &timeout_ms);
 	prepare_request(&req, PG_GETARG_DATUM(0), ExclusiveLock);
 
 	h = take_permit(&req, permits, wait, has_timeout, timeout_ms, function);

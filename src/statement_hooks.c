@@ -21,6 +21,11 @@
  *	  from inside a function, procedure or DO block that may do its work in
  *	  the same statement.
  *
+ * And a lease's ttl bounds the time its holder is idle between top-level
+ * statements, which core measures only from a ReadyForQuery: the idle timer
+ * of lease_ceiling.c is stopped when a top-level statement begins and armed
+ * when it ends.
+ *
  * The depth counts the executor and utility levels that are running, as
  * pg_stat_statements does for its nesting level: 1 while a top-level query
  * runs, more inside functions it calls.  Both counters are restored on the
@@ -174,7 +179,10 @@ fencing_statement_depth(void)
  * ExecutorRun: count the level and note the query that runs there.  BEFORE
  * ROW triggers fire inside ExecutorRun.  A statement that writes is first
  * shown to fence_ddl.c (views that would fill a fence column in), and
- * once it has run, to fence_trigger.c (rows it moved out of a fence).
+ * once it has run, to fence_trigger.c (rows it moved out of a fence).  At
+ * the top level, a lease's holder is busy while it runs and idle from its
+ * end, error or not (lease_ceiling.c's idle timer); so in the two hooks
+ * below.
  */
 static void
 statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
@@ -187,6 +195,8 @@ statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 		queryDesc->plannedstmt->hasModifyingCTE)
 		fencing_fence_check_plan(queryDesc->plannedstmt);
 
+	if (saved_depth == 0)
+		fencing_lease_idle_statement_start();
 	statement_depth++;
 	running_query = queryDesc;
 	running_query_depth = statement_depth;
@@ -203,6 +213,8 @@ statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS)
 		statement_depth = saved_depth;
 		running_query = saved_query;
 		running_query_depth = saved_query_depth;
+		if (saved_depth == 0)
+			fencing_lease_idle_statement_end();
 	}
 	PG_END_TRY();
 }
@@ -222,6 +234,8 @@ statement_ExecutorFinish(QueryDesc *queryDesc)
 	QueryDesc  *saved_query = running_query;
 	int			saved_query_depth = running_query_depth;
 
+	if (saved_depth == 0)
+		fencing_lease_idle_statement_start();
 	statement_depth++;
 	running_query = queryDesc;
 	running_query_depth = statement_depth;
@@ -238,6 +252,8 @@ statement_ExecutorFinish(QueryDesc *queryDesc)
 		statement_depth = saved_depth;
 		running_query = saved_query;
 		running_query_depth = saved_query_depth;
+		if (saved_depth == 0)
+			fencing_lease_idle_statement_end();
 	}
 	PG_END_TRY();
 	if (saved_depth == 0)
@@ -261,6 +277,8 @@ statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	fencing_fence_utility_before(pstmt);
 
+	if (saved_depth == 0)
+		fencing_lease_idle_statement_start();
 	statement_depth++;
 	PG_TRY();
 	{
@@ -274,6 +292,8 @@ statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	PG_FINALLY();
 	{
 		statement_depth = saved_depth;
+		if (saved_depth == 0)
+			fencing_lease_idle_statement_end();
 	}
 	PG_END_TRY();
 

@@ -10,7 +10,8 @@
 # (fencing.held_token) more often than its ttl keeps the lease far beyond
 # the ttl.  fencing.stats counts as expired only leases still in force: a
 # lease rolled back with its savepoint does not count when the session's
-# own idle limit ends it.
+# own idle limit ends it; it counts a holder whose reports are kept out of
+# the server log (log_min_messages = panic) all the same.
 
 use strict;
 use warnings;
@@ -149,12 +150,46 @@ ok( $node->poll_query_until(
 	'the server ended all three idle sessions');
 eval { $_->quit } for @d;
 
+# A shorter ttl taken in a savepoint goes with ROLLBACK TO: the holder may
+# then sit idle longer than it, within the ttl in force before.
+{
+	my $f = $node->background_psql('postgres', on_error_stop => 0);
+	my $f_pid = $f->query_safe('SELECT pg_backend_pid()');
+	$f->query_safe('BEGIN');
+	my $f_token = $f->query_safe("SELECT fencing.lease('f', '30 seconds')");
+	$f->query_safe('SAVEPOINT s');
+	$f->query_safe("SELECT fencing.lease('f', '1 second')");
+	$f->query_safe('ROLLBACK TO SAVEPOINT s');
+	sleep(3);
+	is( $node->safe_psql(
+			'postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $f_pid"),
+		1,
+		'a holder idle 3 s after rolling back a 1 s ttl is alive (its ttl is 30 s again)');
+	is($f->query_safe("SELECT fencing.held_token('f')"),
+		$f_token, 'and still holds its lease');
+	$f->query_safe('COMMIT');
+	$f->quit;
+}
+
+# A holder whose reports never reach the server log (log_min_messages =
+# panic) is counted too: the count does not depend on the log.
+my $e = $node->background_psql('postgres', on_error_stop => 0);
+my $e_pid = $e->query_safe('SELECT pg_backend_pid()');
+$e->query_safe('SET log_min_messages = panic');
+$e->query_safe('BEGIN');
+like($e->query_safe("SELECT fencing.lease('e', '1s')"),
+	qr/^\d+$/, 'E, which logs nothing, takes a lease');
+ok( $node->poll_query_until(
+		'postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $e_pid"),
+	"the server ended E's session");
+eval { $e->quit };
+
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.locks'),
 	0, 'the view is empty at the end');
 is($node->safe_psql('postgres',
 		'SELECT leases_granted, leases_expired FROM fencing.stats'),
-	'5|2',
-	'five leases granted; of those in force, the two whose holders stalled expired');
+	'8|3',
+	'eight leases granted; of those in force, the three whose holders stalled expired');
 
 $node->stop;
 done_testing();

@@ -27,6 +27,7 @@ use List::Util qw(shuffle);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time sleep);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use FencingTest qw(run_gated_clients);
@@ -200,6 +201,40 @@ is( $node->safe_psql(
 	"6|1|$group_token",
 	'all six names are held under that one token');
 $caller->query_safe('COMMIT');
+
+# The timeout bounds the whole call, not each wait: with the first name (in
+# key order) freed 2.5 s into a 4 s timeout and the second held
+# throughout, lock_all returns NULL at 4 s, not 4 s after the first wait.
+{
+	my ($first, $second) = $node->safe_psql('postgres',
+		"SELECT string_agg(n, '|' ORDER BY fencing.lock_key(n))
+		 FROM unnest(ARRAY['bound:a', 'bound:b']) n") =~ /^(.*)\|(.*)$/;
+	my $h1 = $node->background_psql('postgres');
+	my $h2 = $node->background_psql('postgres');
+	$h1->query_safe('BEGIN');
+	$h1->query_safe("SELECT fencing.try_lock('$first')");
+	$h2->query_safe('BEGIN');
+	$h2->query_safe("SELECT fencing.try_lock('$second')");
+	$caller->query_safe('BEGIN');
+	my $start = time();
+	$caller->query_until(qr/started/,
+		"\\echo started\nSELECT fencing.lock_all(ARRAY['bound:a', 'bound:b'], '4 seconds') IS NULL AS timed_out;\n");
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT count(*) = 1 FROM fencing.locks WHERE pid = $caller_pid AND name = '$first' AND NOT granted"),
+		"lock_all waits for $first");
+	sleep(2.5);
+	$h1->query_safe('COMMIT');
+	my ($timed_out) = split /\n/, $caller->query_safe("SELECT 'collected'");
+	my $elapsed = time() - $start;
+	is($timed_out, 't', "lock_all returns NULL: $second stayed busy");
+	cmp_ok($elapsed, '<', 5.5, "at its timeout of 4 s for the whole call ($elapsed s), not 4 s after the first wait");
+	cmp_ok($elapsed, '>=', 3.9, 'and not before it');
+	$caller->query_safe('ROLLBACK');
+	$h2->query_safe('ROLLBACK');
+	$h1->quit;
+	$h2->quit;
+}
 
 $holder->quit;
 $caller->quit;

@@ -91,9 +91,19 @@ sub ended_with
 {
 	my ($h) = @_;
 	my $log = slurp_file($node->logfile);
-	my ($line) = $log =~ /^.*\[$h->{pid}\].*(FATAL:  .*)$/m;
+	my ($at, $line) = $log =~ /^(\S+ \S+ \S+) \[$h->{pid}\].*(FATAL:  .*)$/m;
 	eval { $h->{session}->quit };
-	return $line // '';
+	return ($line // '', $at);
+}
+
+# How long after its deadline (t0 + limit) the report that ended the holder
+# was logged, in seconds, by the server's clock.
+sub seconds_late
+{
+	my ($h, $at, $limit) = @_;
+	return undef unless defined $at;
+	return $node->safe_psql('postgres',
+		"SELECT extract(epoch FROM '$at'::timestamptz - '$h->{t0}'::timestamptz - '$limit'::interval)");
 }
 
 # ---- holders that the ceiling must end --------------------------------
@@ -186,7 +196,10 @@ for my $case (@ended)
 	ok(defined $elapsed && $elapsed < 30,
 		"$what: well before 60 s (" . ($elapsed // 'never') . ' s)');
 	ok($free && session_gone($node, $h->{pid}), "$what: the holder's session is gone");
-	like(ended_with($h), $fatal, "$what: the server ends it with core's report");
+	my ($report, $at) = ended_with($h);
+	like($report, $fatal, "$what: the server ends it with core's report");
+	cmp_ok(seconds_late($h, $at, $limit) // 99, '<', 0.7,
+		"$what: at the deadline, not a second late (by the log's clock)");
 }
 
 ok( $node->log_contains(
@@ -223,9 +236,9 @@ $rolled_back->{session}->query_safe('COMMIT');
 
 SKIP:
 {
-	# the 17+ cases above: 1 WARNING, 3 ended holders of 5 tests, 1 log
+	# the 17+ cases above: 1 WARNING, 3 ended holders of 6 tests, 1 log
 	# line, and the setting after commit
-	skip 'transaction_timeout exists from PostgreSQL 17 on; 15 and 16 use the extension\'s own timeout', 18
+	skip 'transaction_timeout exists from PostgreSQL 17 on; 15 and 16 use the extension\'s own timeout', 21
 	  unless $through_core;
 	is($committed->{session}->query_safe('SHOW transaction_timeout'),
 		'0', "17+: after the commit the session's own transaction_timeout is back");
