@@ -26,7 +26,9 @@ MODULE_big = fencing
 DATA = $(wildcard fencing--*.sql)
 PGFILEDESC = "fencing - fence tokens, named locks and stale-write rejection"
 
-OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+# src/ is built in layers, one folder each (src/README.md); sources include
+# their headers as "layer/layer.h", found through -I$(srcdir)/src below.
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*/*.c))
 
 # The server to build for: PG_CONFIG if given; else the pg_config of
 # PG_MAJOR's server if given; else that of the newest installed Debian server

@@ -1,5 +1,5 @@
 --
--- fencing.lock_delay (src/lock_delay.c): the setting, who may change it,
+-- fencing.lock_delay (src/locks/delay.c): the setting, who may change it,
 -- and the columns it adds to fencing.locks and fencing.stats.  The delays
 -- themselves (a terminated holder, an expired lease, a crash, a restart)
 -- need several sessions and a server that dies: test/t/038_lock_delay.pl.

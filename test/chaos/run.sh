@@ -228,7 +228,7 @@ build_into_prefix()
 	mkdir -p "$src"
 	copy_tree "$ROOT" "$src"
 	if [ "$CHAOS_BREAK" = accept-all ]; then
-		cp "$HERE/accept_all_trigger.c" "$src/src/zz_chaos_accept_all.c"
+		cp "$HERE/accept_all_trigger.c" "$src/src/fence/zz_chaos_accept_all.c"
 		copt=-Dfencing_reject_stale=fencing_reject_stale_replaced
 	fi
 	if ! make -C "$src" -s -j"$(nproc 2>/dev/null || echo 2)" PG_CONFIG="$PG_CONFIG_BIN" \

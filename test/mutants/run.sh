@@ -110,7 +110,7 @@ done <"$LIST"
 UNLISTED=()
 while IFS= read -r name; do
 	[ -n "${SUITE[$name]+set}" ] || UNLISTED+=("$name")
-done < <(grep -ohE 'FENCING_MUTANT_[A-Z0-9_]+' "$ROOT"/src/*.[ch] | sed 's/^FENCING_MUTANT_//' | sort -u)
+done < <(grep -ohE 'FENCING_MUTANT_[A-Z0-9_]+' "$ROOT"/src/*/*.[ch] | sed 's/^FENCING_MUTANT_//' | sort -u)
 if [ ${#UNLISTED[@]} -gt 0 ]; then
 	echo "mutants in src/ without a line in test/mutants/mutants.txt: ${UNLISTED[*]}" >&2
 	exit 2
@@ -219,14 +219,14 @@ build_mutant()
 			return 1
 		fi
 	else
-		mapfile -t sources < <(grep -lw "FENCING_MUTANT_$name" "$BUILD"/src/*.[ch] || true)
+		mapfile -t sources < <(grep -lw "FENCING_MUTANT_$name" "$BUILD"/src/*/*.[ch] || true)
 		if [ ${#sources[@]} -eq 0 ]; then
 			WHY="no #ifdef FENCING_MUTANT_$name in src/"
 			return 1
 		fi
 		for src in "${sources[@]}"; do
 			if [[ $src == *.h ]]; then
-				mapfile -t MUTANT_OBJECTS < <(ls "$BUILD"/src/*.o)
+				mapfile -t MUTANT_OBJECTS < <(ls "$BUILD"/src/*/*.o)
 				break
 			fi
 			MUTANT_OBJECTS+=("${src%.c}.o")

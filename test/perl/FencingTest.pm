@@ -112,7 +112,7 @@ sub run_gated_clients
 	return ($failed, $stderr);
 }
 
-# The fields of a node's fencing.state file (see src/token_wal.c: magic,
+# The fields of a node's fencing.state file (see src/tokens/state_file.c: magic,
 # version, limit, and in version 2 the timeline), or an empty list when
 # there is no file with the right magic number.
 sub state_file_fields

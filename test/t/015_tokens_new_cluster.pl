@@ -29,7 +29,7 @@ use FencingTest qw(libfaketime start_with_fake_clock set_fake_offset clock_offse
 
 my $tmp = tempdir(CLEANUP => 1);
 
-# The lead bound (src/token_state.h): no token is more than this many
+# The lead bound (src/tokens/tokens.h): no token is more than this many
 # nanoseconds above its server's clock when it is issued.
 my $lead_bound = 2_000_000;
 

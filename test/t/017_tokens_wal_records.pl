@@ -27,7 +27,7 @@ chmod(0755, $tmp);
 my $includedir = `pg_config --includedir-server`;
 chomp $includedir;
 my $module = "$tmp/wal_record.so";
-# (-I src: compat.h, the server version differences)
+# (-I src: base/base.h, the server version differences)
 system('gcc', '-shared', '-fPIC', "-I$includedir", "-I$FindBin::RealBin/../../src",
 	"$FindBin::RealBin/../tools/wal_record.c", '-o', $module) == 0
   or BAIL_OUT('could not compile test/tools/wal_record.c');

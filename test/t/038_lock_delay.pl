@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 038_lock_delay.pl -- fencing.lock_delay (src/lock_delay.c).
+# 038_lock_delay.pl -- fencing.lock_delay (src/locks/delay.c).
 #
 # A holder whose session ends abnormally while it holds a fencing name
 # leaves the name ungrantable until fencing.lock_delay has passed: one

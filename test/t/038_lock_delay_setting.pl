@@ -2,7 +2,7 @@
 # Copyright (c) 2026, the fencing developers
 #
 # 038_lock_delay_setting.pl -- how fencing.lock_delay acts on the delays of
-# lost holders (src/lock_delay.c), beyond 038_lock_delay.pl:
+# lost holders (src/locks/delay.c), beyond 038_lock_delay.pl:
 #
 # - a grant waiting out a delay (lock, lock_shared, lock_all, acquire with
 #   no timeout) is cancellable and honours statement_timeout: it ends with

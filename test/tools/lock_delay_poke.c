@@ -2,7 +2,7 @@
  *
  * lock_delay_poke.c
  *		A test module that damages the shared table of lock delays
- *		(src/lock_delay.h) as a backend dying in the middle of a write, or a
+ *		(src/locks/locks.h) as a backend dying in the middle of a write, or a
  *		stray write, could: for test/t/044_lock_delay_restart.pl, which
  *		checks that the postmaster, copying the table at a crash restart,
  *		trusts neither its counts nor its times.
@@ -29,7 +29,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "lock_delay.h"
+#include "locks/locks.h"
 
 PG_MODULE_MAGIC;
 

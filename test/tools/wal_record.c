@@ -30,7 +30,7 @@
 #include "fmgr.h"
 #include "utils/pg_lsn.h"
 
-#include "compat.h"
+#include "base/base.h"
 
 PG_MODULE_MAGIC;
 

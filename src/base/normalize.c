@@ -35,7 +35,7 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/normalize.c
+ *		src/base/normalize.c
  *
  *-------------------------------------------------------------------------
  */
@@ -52,8 +52,7 @@
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
-#include "fencing.h"
-#include "compat.h"
+#include "base/base.h"
 
 PG_FUNCTION_INFO_V1(fencing_normalize_name);
 PG_FUNCTION_INFO_V1(fencing_lock_key);
@@ -277,27 +276,17 @@ canonical_name_ascii(const char *name, int len, char *buf)
 }
 
 /*
- * General path: convert the name to UTF-8, then to UTF-16 for ICU, apply
- * NFKC_Casefold (which also removes default-ignorable code points such as
- * U+200D ZERO WIDTH JOINER and U+00AD SOFT HYPHEN), then trim and collapse
- * White_Space while writing UTF-8 into buf.
+ * The name as UTF-16 for ICU, converted through UTF-8 whatever the
+ * database encoding: in input_stack, or palloc'd when it does not fit.
+ * Sets *units.
  */
-static int
-canonical_name_icu(const char *name, int len, char *buf)
+static UChar *
+name_to_utf16(const char *name, int len, UChar *input_stack, int32_t *units)
 {
-	const UNormalizer2 *normalizer = get_nfkc_casefold();
-	UChar		input_stack[NORMALIZE_STACK_UNITS];
-	UChar		folded_stack[NORMALIZE_STACK_UNITS];
 	UChar	   *input = input_stack;
-	UChar	   *folded = folded_stack;
-	int32_t		input_units;
-	int32_t		folded_units;
 	char	   *utf8;
 	int			utf8_len;
 	UErrorCode	status = U_ZERO_ERROR;
-	int			out = 0;
-	bool		pending_space = false;
-	int32_t		i;
 
 	/* to UTF-8, independent of the database encoding */
 #ifdef FENCING_MUTANT_NAME_IN_DATABASE_ENCODING
@@ -310,7 +299,7 @@ canonical_name_icu(const char *name, int len, char *buf)
 	/* one UTF-16 code unit per UTF-8 byte is always enough */
 	if (utf8_len + 1 > NORMALIZE_STACK_UNITS)
 		input = palloc(sizeof(UChar) * (utf8_len + 1));
-	u_strFromUTF8(input, utf8_len + 1, &input_units, utf8, utf8_len, &status);
+	u_strFromUTF8(input, utf8_len + 1, units, utf8, utf8_len, &status);
 	if (U_FAILURE(status))
 		ereport(ERROR,
 				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
@@ -319,25 +308,52 @@ canonical_name_icu(const char *name, int len, char *buf)
 						   u_errorName(status))));
 	if (utf8 != name)
 		pfree(utf8);
+	return input;
+}
 
-	folded_units = unorm2_normalize(normalizer, input, input_units,
-									folded, NORMALIZE_STACK_UNITS, &status);
+/*
+ * NFKC_Casefold of the UTF-16 name (which also removes default-ignorable
+ * code points such as U+200D ZERO WIDTH JOINER and U+00AD SOFT HYPHEN): in
+ * folded_stack, or palloc'd when the name expanded past it.  Sets *units.
+ */
+static UChar *
+fold_utf16(const UChar *input, int32_t input_units, UChar *folded_stack,
+		   int32_t *units)
+{
+	const UNormalizer2 *normalizer = get_nfkc_casefold();
+	UChar	   *folded = folded_stack;
+	UErrorCode	status = U_ZERO_ERROR;
+
+	*units = unorm2_normalize(normalizer, input, input_units,
+							  folded, NORMALIZE_STACK_UNITS, &status);
 	if (status == U_BUFFER_OVERFLOW_ERROR)
 	{
 		/* the name expanded: retry with exactly the room ICU asked for */
 		status = U_ZERO_ERROR;
-		folded = palloc(sizeof(UChar) * (folded_units + 1));
-		folded_units = unorm2_normalize(normalizer, input, input_units,
-										folded, folded_units + 1, &status);
+		folded = palloc(sizeof(UChar) * (*units + 1));
+		*units = unorm2_normalize(normalizer, input, input_units,
+								  folded, *units + 1, &status);
 	}
 	if (U_FAILURE(status))
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 				 errmsg("could not normalise %s name", canonical_name_noun),
 				 errdetail("ICU's NFKC_Casefold failed: %s.", u_errorName(status))));
+	return folded;
+}
 
-	/* trim, collapse white space, and encode as UTF-8 */
-	i = 0;
+/*
+ * Write the folded name into buf as UTF-8, dropping leading and trailing
+ * White_Space and turning every inner run of it into one space.  Returns
+ * the canonical length, counted past the limit as the ASCII path does.
+ */
+static int
+write_canonical_utf8(const UChar *folded, int32_t folded_units, char *buf)
+{
+	int			out = 0;
+	bool		pending_space = false;
+	int32_t		i = 0;
+
 	while (i < folded_units)
 	{
 		UChar32		c;
@@ -366,6 +382,28 @@ canonical_name_icu(const char *name, int len, char *buf)
 		else
 			out += c_len;
 	}
+	return out;
+}
+
+/*
+ * General path: convert the name to UTF-8, then to UTF-16 for ICU, apply
+ * NFKC_Casefold, then trim and collapse White_Space while writing UTF-8
+ * into buf.
+ */
+static int
+canonical_name_icu(const char *name, int len, char *buf)
+{
+	UChar		input_stack[NORMALIZE_STACK_UNITS];
+	UChar		folded_stack[NORMALIZE_STACK_UNITS];
+	UChar	   *input;
+	UChar	   *folded;
+	int32_t		input_units;
+	int32_t		folded_units;
+	int			out;
+
+	input = name_to_utf16(name, len, input_stack, &input_units);
+	folded = fold_utf16(input, input_units, folded_stack, &folded_units);
+	out = write_canonical_utf8(folded, folded_units, buf);
 
 	if (input != input_stack)
 		pfree(input);

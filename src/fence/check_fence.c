@@ -31,7 +31,7 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/check_fence.c
+ *		src/fence/check_fence.c
  *
  *-------------------------------------------------------------------------
  */
@@ -43,7 +43,7 @@
 #include "utils/builtins.h"
 #include "utils/rel.h"
 
-#include "fencing.h"
+#include "fence/fence.h"
 
 PG_FUNCTION_INFO_V1(fencing_check_fence);
 PG_FUNCTION_INFO_V1(fencing_guard_resource_fences);
@@ -275,10 +275,69 @@ guard_new_fence(const char *resource, int64 fence)
 }
 
 /*
+ * The resource and fence columns of fencing.resource_fences, found by name,
+ * so that the table's own DDL cannot move them under the guard.
+ */
+static void
+guard_columns(TupleDesc tupdesc, int *resource_col, int *fence_col)
+{
+	*resource_col = SPI_fnumber(tupdesc, "resource");
+	*fence_col = SPI_fnumber(tupdesc, "fence");
+	if (*resource_col <= 0 || *fence_col <= 0)
+		elog(ERROR, "fencing.resource_fences has no column \"%s\"",
+			 *resource_col <= 0 ? "resource" : "fence");
+}
+
+/*
+ * An UPDATE of a watermark (the statement raise_watermark_sql runs, which
+ * the caller has checked): only for the same resource, upwards, to an
+ * issued token.
+ */
+static void
+guard_update(TriggerData *trigdata, int resource_col, int fence_col,
+			 const char *resource, int64 fence)
+{
+	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	char	   *old_resource;
+	int64		old_fence;
+	bool		isnull;
+
+	old_resource = SPI_getvalue(trigdata->tg_trigtuple, tupdesc, resource_col);
+	old_fence = DatumGetInt64(heap_getattr(trigdata->tg_trigtuple, fence_col,
+										   tupdesc, &isnull));
+	if (old_resource == NULL || strcmp(old_resource, resource) != 0 ||
+		fence < old_fence || fence > fencing_read_latest_token())
+		guard_refuse("update");
+}
+
+/*
+ * A new row: check_fence's, or one that pg_restore's COPY loads, which
+ * needs the canonical name check_fence() would have looked it up by, and
+ * an issued token.
+ */
+static void
+guard_new_row(const char *resource, int64 fence)
+{
+	if (!guard_by_raise())
+	{
+		text	   *canonical = fencing_canonical_text(CStringGetTextDatum(resource),
+													   "resource");
+
+		if (strcmp(text_to_cstring(canonical), resource) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("resource name \"%s\" is not in canonical form", resource),
+					 errdetail("fencing.check_fence() looks resources up by their canonical name, \"%s\".",
+							   text_to_cstring(canonical)),
+					 errhint("Raise a resource's fence with fencing.check_fence(resource, token).")));
+	}
+	guard_new_fence(resource, fence);
+}
+
+/*
  * fencing.guard_resource_fences(): BEFORE INSERT OR UPDATE OR DELETE FOR
  * EACH ROW and BEFORE TRUNCATE on fencing.resource_fences, the rule of the
- * file header for every role that can write the table.  The columns are
- * found by name, so that the table's own DDL cannot move them under it.
+ * file header for every role that can write the table.
  */
 Datum
 fencing_guard_resource_fences(PG_FUNCTION_ARGS)
@@ -310,11 +369,7 @@ fencing_guard_resource_fences(PG_FUNCTION_ARGS)
 		guard_refuse("update");
 
 	tupdesc = RelationGetDescr(trigdata->tg_relation);
-	resource_col = SPI_fnumber(tupdesc, "resource");
-	fence_col = SPI_fnumber(tupdesc, "fence");
-	if (resource_col <= 0 || fence_col <= 0)
-		elog(ERROR, "fencing.resource_fences has no column \"%s\"",
-			 resource_col <= 0 ? "resource" : "fence");
+	guard_columns(tupdesc, &resource_col, &fence_col);
 	newtuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	value = heap_getattr(newtuple, fence_col, tupdesc, &isnull);
@@ -324,32 +379,8 @@ fencing_guard_resource_fences(PG_FUNCTION_ARGS)
 		resource = "";
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-	{
-		/* raise_watermark_sql's own update: the same resource, upwards */
-		char	   *old_resource = SPI_getvalue(trigdata->tg_trigtuple, tupdesc, resource_col);
-		int64		old_fence = DatumGetInt64(heap_getattr(trigdata->tg_trigtuple, fence_col,
-														   tupdesc, &isnull));
-
-		if (old_resource == NULL || strcmp(old_resource, resource) != 0 ||
-			fence < old_fence || fence > fencing_read_latest_token())
-			guard_refuse("update");
-		return PointerGetDatum(newtuple);
-	}
-
-	/* a new row: check_fence's, or one that pg_restore's COPY loads */
-	if (!guard_by_raise())
-	{
-		text	   *canonical = fencing_canonical_text(CStringGetTextDatum(resource),
-													   "resource");
-
-		if (strcmp(text_to_cstring(canonical), resource) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("resource name \"%s\" is not in canonical form", resource),
-					 errdetail("fencing.check_fence() looks resources up by their canonical name, \"%s\".",
-							   text_to_cstring(canonical)),
-					 errhint("Raise a resource's fence with fencing.check_fence(resource, token).")));
-	}
-	guard_new_fence(resource, fence);
+		guard_update(trigdata, resource_col, fence_col, resource, fence);
+	else
+		guard_new_row(resource, fence);
 	return PointerGetDatum(newtuple);
 }

@@ -15,16 +15,15 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/fencing.c
+ *		src/module/fencing.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xlog.h"
 #include "miscadmin.h"
 
-#include "fencing.h"
+#include "module/module.h"
 
 PG_MODULE_MAGIC;
 
@@ -45,32 +44,17 @@ _PG_init(void)
 				 errdetail("Fence tokens and lock tracking live in shared memory that is set up only when the server starts."),
 				 errhint("Add 'fencing' to shared_preload_libraries in postgresql.conf and restart the server.")));
 
+	/* base */
 	fencing_stats_init();
-	fencing_tokens_init();
+	/* tokens */
 	fencing_token_wal_init();
+	/* locks */
 	fencing_lock_registry_init();
 	fencing_lock_delay_init();
 	fencing_locks_init();
 	fencing_lease_ceiling_init();
+	/* fences */
 	fencing_fence_init();
-	fencing_statement_hooks_init();
-}
-
-/*
- * Tokens and locks taken on a hot standby would exclude nobody and would
- * not be durable, so every such function calls this first.  The check is a
- * backend-local flag once recovery has ended, cheap enough for the hot path.
- */
-void
-fencing_error_if_standby(const char *what)
-{
-#ifdef FENCING_MUTANT_NO_STANDBY_CHECK
-	return;
-#endif
-	if (unlikely(RecoveryInProgress()))
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot call %s on a hot standby", what),
-				 errdetail("Fence tokens and fencing locks are served only by the primary; a lock taken on a replica excludes nobody."),
-				 errhint("Connect to the primary server.")));
+	/* this layer */
+	fencing_hooks_init();
 }

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * lock_delay.c
+ * delay.c
  *		fencing.lock_delay: after a holder's session ends abnormally, nobody
  *		is granted its name until the delay has passed (Chubby's and
  *		Consul's lock-delay).
@@ -24,7 +24,7 @@
  * idle in its transaction would start the delay of a setting long gone).
  * Three ways to start one:
  *
- *	- a backend that exits with locks (locks.c, a before_shmem_exit
+ *	- a backend that exits with locks (held.c, a before_shmem_exit
  *	  callback that runs before ShutdownPostgres aborts the transaction,
  *	  while the backend still knows what it holds) records each of them,
  *	  lost now;
@@ -33,7 +33,7 @@
  *	  so an on_shmem_exit callback registered by the postmaster after the
  *	  segment was created runs while the old segment is still attached.  It
  *	  copies the live delays and every granted lock of the registry
- *	  (lock_registry.c), reading without locks (a dead backend may hold
+ *	  (registry.c), reading without locks (a dead backend may hold
  *	  them, and trusting none of its counts or times), into
  *	  postmaster-local memory; the next shared-memory startup turns them
  *	  into delays (a lock held at the crash is lost at the time of the
@@ -66,7 +66,7 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/lock_delay.c
+ *		src/locks/delay.c
  *
  *-------------------------------------------------------------------------
  */
@@ -91,8 +91,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "fencing.h"
-#include "lock_delay.h"
+#include "locks/locks.h"
 
 PG_FUNCTION_INFO_V1(fencing_clear_lock_delays);
 
@@ -822,18 +821,69 @@ report_damaged_file(const char *detail)
 }
 
 /*
- * Read the file written at the last shutdown into the carried delays.  Its
- * header is checked against the file's size before anything is allocated,
- * so that a damaged count cannot ask the postmaster for a gigabyte.
+ * Whether the header of the file (of st_size bytes) is one this server
+ * writes, announcing as many entries as the file holds; a damaged one is
+ * reported.  Checked before anything is allocated, so that a damaged count
+ * cannot ask the postmaster for a gigabyte.
+ */
+static bool
+lock_delay_file_header_ok(const LockDelayFileHeader *header, off_t st_size)
+{
+	if (header->magic != LOCK_DELAY_MAGIC || header->version != LOCK_DELAY_VERSION ||
+		header->entry_size != sizeof(FencingLockDelay) ||
+		header->count > LOCK_DELAY_FILE_MAX_ENTRIES)
+	{
+		report_damaged_file(psprintf("Its header (magic 0x%08X, version %u, %u entries of %u bytes) is not one this server writes.",
+									 header->magic, header->version,
+									 header->count, header->entry_size));
+		return false;
+	}
+	if ((Size) st_size != sizeof(*header) + mul_size(header->count, sizeof(FencingLockDelay)))
+	{
+		report_damaged_file(psprintf("Its header announces %u entries, but the file has %lld bytes.",
+									 header->count, (long long) st_size));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The entries of the open file fd after its checked header, or NULL (the
+ * damage reported) when they are short or their checksum does not match.
+ */
+static FencingLockDelay *
+lock_delay_file_entries(int fd, const LockDelayFileHeader *header)
+{
+	Size		size = mul_size(header->count, sizeof(FencingLockDelay));
+	FencingLockDelay *entries = palloc(Max(size, 1));
+	pg_crc32c	crc;
+
+	if (read(fd, entries, size) != (ssize_t) size)
+	{
+		report_damaged_file("The file is shorter than its entries.");
+		return NULL;
+	}
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, entries, size);
+	COMP_CRC32C(crc, header, offsetof(LockDelayFileHeader, crc));
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, header->crc))
+	{
+		report_damaged_file("Its checksum does not match its content.");
+		return NULL;
+	}
+	return entries;
+}
+
+/*
+ * Read the file written at the last shutdown into the carried delays.
  */
 static void
 lock_delay_file_read(void)
 {
 	LockDelayFileHeader header;
-	pg_crc32c	crc;
-	FencingLockDelay *entries;
+	FencingLockDelay *entries = NULL;
 	struct stat st;
-	Size		size;
 	int			fd;
 	uint32		i;
 
@@ -850,46 +900,12 @@ lock_delay_file_read(void)
 	}
 	if (read(fd, &header, sizeof(header)) != sizeof(header) ||
 		fstat(fd, &st) != 0)
-	{
-		CloseTransientFile(fd);
 		report_damaged_file("The file is shorter than its header.");
-		return;
-	}
-	if (header.magic != LOCK_DELAY_MAGIC || header.version != LOCK_DELAY_VERSION ||
-		header.entry_size != sizeof(FencingLockDelay) ||
-		header.count > LOCK_DELAY_FILE_MAX_ENTRIES)
-	{
-		CloseTransientFile(fd);
-		report_damaged_file(psprintf("Its header (magic 0x%08X, version %u, %u entries of %u bytes) is not one this server writes.",
-									 header.magic, header.version,
-									 header.count, header.entry_size));
-		return;
-	}
-	size = mul_size(header.count, sizeof(FencingLockDelay));
-	if ((Size) st.st_size != sizeof(header) + size)
-	{
-		CloseTransientFile(fd);
-		report_damaged_file(psprintf("Its header announces %u entries, but the file has %lld bytes.",
-									 header.count, (long long) st.st_size));
-		return;
-	}
-	entries = palloc(Max(size, 1));
-	if (read(fd, entries, size) != (ssize_t) size)
-	{
-		CloseTransientFile(fd);
-		report_damaged_file("The file is shorter than its entries.");
-		return;
-	}
+	else if (lock_delay_file_header_ok(&header, st.st_size))
+		entries = lock_delay_file_entries(fd, &header);
 	CloseTransientFile(fd);
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, entries, size);
-	COMP_CRC32C(crc, &header, offsetof(LockDelayFileHeader, crc));
-	FIN_CRC32C(crc);
-	if (!EQ_CRC32C(crc, header.crc))
-	{
-		report_damaged_file("Its checksum does not match its content.");
+	if (entries == NULL)
 		return;
-	}
 	for (i = 0; i < header.count; i++)
 		carry(&entries[i]);
 	pfree(entries);

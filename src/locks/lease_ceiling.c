@@ -14,7 +14,7 @@
  * transaction and the lock.
  *
  * How the session is ended depends on the server (the one #if below, keyed
- * on compat.h):
+ * on base.h):
  *
  *	- PostgreSQL 17 and later: through core's transaction_timeout, so that
  *	  the holder sees core's own FATAL 25P04 "terminating connection due to
@@ -32,7 +32,7 @@
  *	  ceiling) is never moved later.  Nothing in core moves a running timer
  *	  later within a transaction; a SET of transaction_timeout to 0 stops
  *	  it, and the statement hook puts it back after the statement, with a
- *	  WARNING, as locks.c does for the idle limit.
+ *	  WARNING, as tx_lease.c does for the idle limit.
  *	- Every version: a timer of the extension's own, a POSIX timer of the
  *	  process that raises SIGUSR2 (which a backend otherwise ignores),
  *	  whose handler does what die() does (flags and the latch only), so the
@@ -72,7 +72,7 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/lease_ceiling.c
+ *		src/locks/lease_ceiling.c
  *
  *-------------------------------------------------------------------------
  */
@@ -93,8 +93,7 @@
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-#include "compat.h"
-#include "fencing.h"
+#include "locks/locks.h"
 
 /* One lease's ceiling. */
 typedef struct LeaseCeiling
@@ -368,11 +367,28 @@ termination_timer_sync(void)
  * the lease for ever.  So the extension's own idle timer is armed at the
  * end of every top-level statement while a lease is in force, due the ttl
  * in force later, and stopped when the next top-level statement begins
- * (statement_hooks.c); the ttl changing between statements (ROLLBACK TO, the
+ * (the module layer's hooks); the ttl changing between statements (ROLLBACK TO, the
  * end of the transaction) moves it.  A process whose SIGUSR2 is not free
  * (a walsender, which speaks only the simple protocol) has core's timeout
  * alone.
  */
+
+/*
+ * The idle limit of the transaction's leases in milliseconds (0: no lease
+ * in force), as the file that keeps the transaction's leases says (held.c,
+ * above this one, registers it at load time): the idle timer is due that
+ * long after the last top-level statement ended.
+ */
+static int	(*ttl_in_force) (void) = NULL;
+
+/*
+ * Register where the ttl in force comes from; called from _PG_init.
+ */
+void
+fencing_lease_idle_ttl_source(int (*source) (void))
+{
+	ttl_in_force = source;
+}
 
 /*
  * Make sure the idle timer exists, before a lease takes its lock.
@@ -391,7 +407,7 @@ fencing_lease_idle_prepare(void)
 static void
 idle_timer_sync(void)
 {
-	int			ttl_ms = fencing_lease_ttl_in_force();
+	int			ttl_ms = ttl_in_force();
 	int64		delay_ns = 0;
 
 	if (!idle_timer.created)
@@ -424,7 +440,7 @@ fencing_lease_idle_statement_end(void)
 	idle_between_statements = true;
 	if (!idle_timer.created)
 		return;
-	if (fencing_lease_ttl_in_force() > 0)
+	if (ttl_in_force() > 0)
 		idle_since_ns = monotonic_ns();
 	idle_timer_sync();
 }

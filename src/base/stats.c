@@ -12,7 +12,7 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/stats.c
+ *		src/base/stats.c
  *
  *-------------------------------------------------------------------------
  */
@@ -27,15 +27,12 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
-#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
-#include "fencing.h"
-#include "compat.h"
+#include "base/base.h"
 
 PG_FUNCTION_INFO_V1(fencing_stat_rows);
 PG_FUNCTION_INFO_V1(fencing_stats_reset);
-PG_FUNCTION_INFO_V1(fencing_status);
 
 /* One backend's counters, padded so that two backends never share a line. */
 typedef union FencingStatSlot
@@ -218,44 +215,4 @@ fencing_stats_reset(PG_FUNCTION_ARGS)
 	SpinLockRelease(&stat_shared->mutex);
 
 	PG_RETURN_VOID();
-}
-
-/*
- * SQL: fencing.status(), a one-row summary for a DBA: where the counter is,
- * how far the durable reservation reaches, what the clock floor is now and
- * how far tokens are ahead of it (more than the lead bound only after a
- * clock stepped back or advance_token far ahead), the clock tolerance,
- * whether the next reservation makes a fresh start, whether redo could not
- * write the state file, and how full the lock tracking table is.
- */
-Datum
-fencing_status(PG_FUNCTION_ARGS)
-{
-	TupleDesc	tupdesc;
-	Datum		values[11];
-	bool		nulls[11] = {0};
-	FencingTokenWalStatus wal;
-	int64		latest = fencing_read_latest_token();
-	Interval   *tolerance;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
-	fencing_token_wal_status(&wal);
-	tolerance = (Interval *) palloc0(sizeof(Interval));
-	tolerance->time = (TimeOffset) wal.clock_tolerance_ms * INT64CONST(1000);
-
-	values[0] = Int64GetDatum(latest);
-	values[1] = Int64GetDatum(fencing_read_reserved_limit());
-	values[2] = Int64GetDatum(wal.clock_floor);
-	values[3] = Int32GetDatum(fencing_lock_registry_count());
-	values[4] = Int32GetDatum(fencing_lock_registry_capacity());
-	values[5] = Int64GetDatum(fencing_lock_registry_untracked());
-	values[6] = CStringGetTextDatum(fencing_state_file_path());
-	values[7] = Int64GetDatum(latest > wal.clock_floor ? latest - wal.clock_floor : 0);
-	values[8] = IntervalPGetDatum(tolerance);
-	values[9] = BoolGetDatum(wal.fresh_start_pending);
-	values[10] = BoolGetDatum(wal.state_file_behind);
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * fence_protect.c
+ * protect.c
  *		fencing.protect() and fencing.unprotect(): validate a table and
- *		install or remove the reject_stale trigger (fence_trigger.c).
+ *		install or remove the reject_stale trigger (trigger.c).
  *
  * The trigger is only as good as the table it sits on, so the checks that
  * can be made once, when a DBA protects a table, are made here, where a
@@ -13,14 +13,14 @@
  * fires only the children's own row triggers, so a protected table's fence
  * covers its whole tree: protect() puts the trigger on every inheritance
  * descendant too (partitions get PostgreSQL's clone of the parent's), and
- * fence_ddl.c calls fencing_follow_new_children() when DDL adds children
+ * ddl.c calls fencing_follow_new_children() when DDL adds children
  * later.  A descendant follows its parent's fence column and mode; protect()
  * and unprotect() are run on the top of the tree.
  *
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/fence_protect.c
+ *		src/fence/protect.c
  *
  *-------------------------------------------------------------------------
  */
@@ -49,8 +49,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
-#include "compat.h"
+#include "fence/fence.h"
 
 PG_FUNCTION_INFO_V1(fencing_protect);
 PG_FUNCTION_INFO_V1(fencing_unprotect);
@@ -173,131 +172,6 @@ fencing_validate_fence_column(Relation rel, const char *column, const char *call
 						caller, column, RelationGetRelationName(rel)),
 				 errdetail("The fence must be written by the lock holder.")));
 	fencing_refuse_filled_fence_column(rel, attr, caller);
-}
-
-/*
- * The OID of fencing.reject_stale(), or InvalidOid when the extension is
- * not installed in this database.  Looked up without permission checks (a
- * role without USAGE on schema fencing is still fenced), and by name rather
- * than cached, so DROP EXTENSION and CREATE EXTENSION need no invalidation.
- */
-Oid
-fencing_reject_stale_function(void)
-{
-	Oid			nspid = get_namespace_oid("fencing", true);
-
-	if (!OidIsValid(nspid))
-		return InvalidOid;
-	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
-						   CStringGetDatum("reject_stale"),
-						   PointerGetDatum(buildoidvector(NULL, 0)),
-						   ObjectIdGetDatum(nspid));
-}
-
-/*
- * Every row trigger on relid that executes fencing.reject_stale(), read from
- * pg_trigger rather than the relcache, so that it can be called for a
- * relation this backend has not locked (TRUNCATE asks before it locks the
- * tables it names).  The arguments default as the trigger's do.
- */
-List *
-fencing_fence_triggers(Oid relid)
-{
-	Oid			funcid = fencing_reject_stale_function();
-	List	   *result = NIL;
-	Relation	tgrel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tuple;
-
-	if (!OidIsValid(funcid))
-		return NIL;
-
-	tgrel = table_open(TriggerRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
-	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
-	{
-		Form_pg_trigger form = (Form_pg_trigger) GETSTRUCT(tuple);
-		FenceTrigger *trigger;
-
-		if (form->tgfoid != funcid || !TRIGGER_FOR_ROW(form->tgtype))
-			continue;
-
-		trigger = (FenceTrigger *) palloc0(sizeof(FenceTrigger));
-		trigger->oid = form->oid;
-		trigger->name = pstrdup(NameStr(form->tgname));
-		trigger->type = form->tgtype;
-		trigger->enabled = form->tgenabled;
-		trigger->is_clone = OidIsValid(form->tgparentid);
-		trigger->column = FENCE_DEFAULT_COLUMN;
-		trigger->mode = FENCE_DEFAULT_MODE;
-		if (form->tgnargs > 0)
-		{
-			bool		isnull;
-			Datum		args = heap_getattr(tuple, Anum_pg_trigger_tgargs,
-											RelationGetDescr(tgrel), &isnull);
-
-			if (!isnull)
-			{
-				char	   *arg = VARDATA_ANY(DatumGetByteaPP(args));
-
-				trigger->column = pstrdup(arg);
-				if (form->tgnargs > 1)
-					trigger->mode = pstrdup(arg + strlen(arg) + 1);
-			}
-		}
-		result = lappend(result, trigger);
-	}
-	systable_endscan(scan);
-	table_close(tgrel, AccessShareLock);
-	return result;
-}
-
-/*
- * The trigger protect() installed on relid (or PostgreSQL cloned onto a
- * partition from it), or NULL: the one a table's descendants follow.
- */
-FenceTrigger *
-fencing_protect_trigger(Oid relid)
-{
-	ListCell   *lc;
-
-	foreach(lc, fencing_fence_triggers(relid))
-	{
-		FenceTrigger *trigger = (FenceTrigger *) lfirst(lc);
-
-		if (strcmp(trigger->name, FENCE_TRIGGER_NAME) == 0)
-			return trigger;
-	}
-	return NULL;
-}
-
-/*
- * Whether a row trigger fires in this session, decided as the trigger
- * manager decides (TriggerEnabled in trigger.c): a disabled trigger never
- * fires, an ORIGIN one not while session_replication_role is replica (as
- * in a logical replication apply worker), a REPLICA one only then.
- */
-bool
-fencing_trigger_fires_here(const FenceTrigger *trigger)
-{
-	if (trigger->enabled == TRIGGER_FIRES_ALWAYS)
-		return true;
-	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		return trigger->enabled == TRIGGER_FIRES_ON_REPLICA;
-	return trigger->enabled == TRIGGER_FIRES_ON_ORIGIN;
-}
-
-/*
- * "schema.table" for a relation that is not open, for messages.
- */
-char *
-fencing_qualified_relid_name(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
 }
 
 /*
@@ -526,7 +400,7 @@ fence_follow_parents(Oid relid, const char *caller)
  * INSERT or UPDATE trigger on a fenced table runs before the fence check
  * (and can fill in a token the writer does not hold) or after it (and can
  * change the fence it checked).  Once a table is protected only its owner
- * may add triggers (fence_ddl.c), but a trigger made before, or cloned
+ * may add triggers (ddl.c), but a trigger made before, or cloned
  * from a parent by ATTACH PARTITION, was made by whoever had the TRIGGER
  * privilege then, and triggers have no owner to tell.  Such triggers are
  * common and harmless (an updated_at stamp), so they are named in a
@@ -615,6 +489,32 @@ fencing_follow_new_children(Oid parentid)
 }
 
 /*
+ * protect()'s fence column and mode.  A column or mode not given (NULL,
+ * the defaults) keeps what the table is protected with, so that re-running
+ * protect('t') on a table protected with on_stale => 'skip' does not turn
+ * it to 'error'; a table not protected yet gets 'fence' and 'error'.
+ */
+static void
+protect_arguments(FunctionCallInfo fcinfo, Oid relid, const char **column,
+				  char **mode)
+{
+	FenceTrigger *current = NULL;
+
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		current = fencing_protect_trigger(relid);
+	*column = !PG_ARGISNULL(1) ? NameStr(*PG_GETARG_NAME(1)) :
+		current != NULL ? current->column : FENCE_DEFAULT_COLUMN;
+	*mode = !PG_ARGISNULL(2) ? text_to_cstring(PG_GETARG_TEXT_PP(2)) :
+		pstrdup(current != NULL ? current->mode : FENCE_DEFAULT_MODE);
+
+	if (strcmp(*mode, "error") != 0 && strcmp(*mode, "skip") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fencing.protect(): invalid on_stale value \"%s\"", *mode),
+				 errhint("Use 'error' (stale writes fail) or 'skip' (stale writes touch no row).")));
+}
+
+/*
  * fencing.protect(tbl regclass, fence_column name, on_stale text): validate
  * the table, the column and every partition and inheritance child up front,
  * where a mistake is easy to fix, then install (or replace) the trigger
@@ -639,35 +539,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("fencing.protect(): the table must not be null")));
 	relid = PG_GETARG_OID(0);
-
-	/*
-	 * A column or mode not given (NULL, the defaults) keeps what the table
-	 * is protected with, so that re-running protect('t') on a table
-	 * protected with on_stale => 'skip' does not turn it to 'error'; a table
-	 * not protected yet gets 'fence' and 'error'.
-	 */
-	if (PG_ARGISNULL(1) || PG_ARGISNULL(2))
-	{
-		FenceTrigger *current = fencing_protect_trigger(relid);
-
-		column = PG_ARGISNULL(1) ?
-			(current != NULL ? current->column : FENCE_DEFAULT_COLUMN) :
-			NameStr(*PG_GETARG_NAME(1));
-		mode = PG_ARGISNULL(2) ?
-			pstrdup(current != NULL ? current->mode : FENCE_DEFAULT_MODE) :
-			text_to_cstring(PG_GETARG_TEXT_PP(2));
-	}
-	else
-	{
-		column = NameStr(*PG_GETARG_NAME(1));
-		mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	}
-
-	if (strcmp(mode, "error") != 0 && strcmp(mode, "skip") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("fencing.protect(): invalid on_stale value \"%s\"", mode),
-				 errhint("Use 'error' (stale writes fail) or 'skip' (stale writes touch no row).")));
+	protect_arguments(fcinfo, relid, &column, &mode);
 
 	rel = fence_open_owned_table(relid, caller);
 	fence_refuse_if_following(rel, column, mode, caller);

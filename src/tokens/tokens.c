@@ -7,14 +7,15 @@
  * counter, so tokens are unique and every token is greater than every token
  * returned before its call began, across backends and databases (T1).  It
  * is handed out only when it is at or below the durable reservation limit;
- * crossing the limit calls into token_wal.c, which reserves the next block
- * (T2, T3, T4).  The fast path takes no LWLock, allocates nothing, makes no
- * system call, writes no WAL and assigns no transaction id (T5).
+ * crossing the limit calls down into token_wal.c, which owns the shared
+ * state and reserves the next block (T2, T3, T4).  The fast path takes no
+ * LWLock, allocates nothing, makes no system call, writes no WAL and
+ * assigns no transaction id (T5).
  *
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/tokens.c
+ *		src/tokens/tokens.c
  *
  *-------------------------------------------------------------------------
  */
@@ -29,88 +30,12 @@
 #include "access/xloginsert.h"
 #include "catalog/pg_control.h"
 #endif
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 
-#include "fencing.h"
-#include "token_state.h"
+#include "tokens/tokens.h"
 
 PG_FUNCTION_INFO_V1(fencing_next_token);
 PG_FUNCTION_INFO_V1(fencing_latest_token);
 PG_FUNCTION_INFO_V1(fencing_advance_token);
-
-FencingTokenState *fencing_token_state = NULL;
-
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-static void tokens_shmem_request(void);
-static void tokens_shmem_startup(void);
-
-/*
- * Register the shared-memory hooks; called from _PG_init while the
- * postmaster preloads the library.
- */
-void
-fencing_tokens_init(void)
-{
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = tokens_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = tokens_shmem_startup;
-}
-
-/*
- * Ask for room for the counter and for the LWLock that serialises
- * reservations (the slow path only).
- */
-static void
-tokens_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-
-	RequestAddinShmemSpace(MAXALIGN(sizeof(FencingTokenState)));
-	RequestNamedLWLockTranche("fencing_tokens", 1);
-}
-
-/*
- * Create the state at postmaster start and after every crash restart.  The
- * counter resumes at the limit recorded in the state file: every token ever
- * returned is at or below it.  Redo of our WAL records (token_wal.c) may
- * raise it further before the first backend runs.  A damaged state file
- * stops the server here (token_wal.c says why and how to repair it).
- */
-static void
-tokens_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	fencing_token_state = ShmemInitStruct("fencing tokens",
-										  sizeof(FencingTokenState),
-										  &found);
-	if (!found)
-	{
-		FencingTokenState *state = fencing_token_state;
-
-		memset(state, 0, sizeof(FencingTokenState));
-		fencing_state_file_load(state);
-#ifdef FENCING_MUTANT_STARTUP_IGNORES_STATE_FILE
-		state->file_limit = 0;
-#endif
-		pg_atomic_init_u64(&state->counter, state->file_limit);
-		pg_atomic_init_u64(&state->limit, state->file_limit);
-		state->lock = &(GetNamedLWLockTranche("fencing_tokens"))->lock;
-		state->pending_limit = state->file_limit;
-		state->pending_lsn = InvalidXLogRecPtr;
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
 
 /*
  * The hot path: one atomic add and one read.  The returned value was drawn

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * lock_registry.c
+ * registry.c
  *		The bounded shared table behind the view fencing.locks.
  *
- * The lock itself is the core advisory lock (locks.c); this table only
+ * The lock itself is the core advisory lock (grant.c); this table only
  * names it, so that a DBA can see who holds or awaits which fencing lock and
  * so that a busy name can be told apart from a different name whose key
  * collides with it (L6).
@@ -21,7 +21,7 @@
  * the same even counter before and after.
  *
  * The collision check must see every backend that uses a key, so the slot
- * brackets the core lock on both sides (locks.c):
+ * brackets the core lock on both sides (grant.c and held.c):
  *
  *	- it is claimed, in state "acquiring", before LockAcquire is called, and
  *	  only then marked waiting or granted; a busy LockAcquire therefore
@@ -34,7 +34,7 @@
  *	  left in between, the check cannot trust its scan and tries again.
  *
  * The same shared memory holds the condition variables on which waiters
- * for a semaphore's permits sleep (locks.c, "Semaphores").
+ * for a semaphore's permits sleep (semaphores.c).
  *
  * A lock that finds no free slot anywhere is refused (SQLSTATE 53400): it
  * could be neither named in the view nor checked for collisions (L6).
@@ -44,7 +44,7 @@
  * Copyright (c) 2026, the fencing developers
  *
  * IDENTIFICATION
- *		src/lock_registry.c
+ *		src/locks/registry.c
  *
  *-------------------------------------------------------------------------
  */
@@ -67,10 +67,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "fencing.h"
-#include "compat.h"
-
-PG_FUNCTION_INFO_V1(fencing_lock_rows);
+#include "locks/locks.h"
 
 /*
  * How many slots a claim tries first, and a collision lookup looks at,
@@ -80,36 +77,10 @@ PG_FUNCTION_INFO_V1(fencing_lock_rows);
  */
 #define REGISTRY_PROBE_WINDOW	256
 
-/* What a slot stands for; FREE slots are not shown anywhere. */
-typedef enum LockSlotState
-{
-	LOCK_SLOT_FREE = 0,
-	LOCK_SLOT_ACQUIRING,		/* LockAcquire running, or token being drawn */
-	LOCK_SLOT_WAITING,			/* in core's lock queue (fencing.lock) */
-	LOCK_SLOT_GRANTED
-} LockSlotState;
-
-/* The fields an owner publishes; readers copy them as a whole. */
-typedef struct LockSlotData
-{
-	uint8		state;			/* a LockSlotState */
-	uint8		namelen;
-	uint8		mode;			/* a FencingLockMode */
-	uint16		permit;			/* FENCING_LOCK_PERMIT: which permit, 1.. */
-	uint16		permits;		/* and of how many */
-	Oid			dboid;
-	Oid			roleid;			/* the holder's session user */
-	int			pid;
-	int64		key;
-	int64		token;			/* meaningful only when granted */
-	TimestampTz since;
-	char		name[FENCING_NAME_MAX_BYTES];
-} LockSlotData;
-
 typedef struct LockSlot
 {
 	pg_atomic_uint32 changecount;	/* odd while the owner writes data */
-	LockSlotData data;
+	FencingLockSlotData data;
 } LockSlot;
 
 /* Slots never share a cache line, so two owners' writes do not collide. */
@@ -290,7 +261,7 @@ slot_end_write(LockSlot *slot)
  * reader that must take a slot a dead backend left half written.
  */
 static bool
-slot_copy(LockSlot *slot, LockSlotData *copy)
+slot_copy(LockSlot *slot, FencingLockSlotData *copy)
 {
 	uint32		before = pg_atomic_read_u32(&slot->changecount);
 
@@ -328,7 +299,7 @@ slot_copy(LockSlot *slot, LockSlotData *copy)
  * the copy is then as it was (every length bounded).
  */
 static bool
-slot_read(LockSlot *slot, LockSlotData *copy)
+slot_read(LockSlot *slot, FencingLockSlotData *copy)
 {
 	int			tries;
 
@@ -435,7 +406,7 @@ fencing_lock_registry_claim(int64 key, const char *name, int namelen,
  * The owner changes its slot's state (and, once granted, its token).
  */
 static void
-slot_set_state(int slotno, LockSlotState state, int64 token, bool stamp)
+slot_set_state(int slotno, FencingLockSlotState state, int64 token, bool stamp)
 {
 	LockSlot   *slot = &slots[slotno].slot;
 
@@ -560,7 +531,7 @@ fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 	{
 		int			n = probe_slot(key, i);
 		LockSlot   *slot = &slots[n].slot;
-		LockSlotData copy;
+		FencingLockSlotData copy;
 
 		/* cheap unsynchronised filter; the copy below is the real check */
 		if (pg_atomic_read_u32(&owners[n]) == 0 || slot->data.key != key)
@@ -597,7 +568,7 @@ fencing_lock_registry_capacity(void)
 
 /*
  * The configured number of slots, known before shared memory exists: the
- * size of the table of lock delays (lock_delay.c).
+ * size of the table of lock delays (delay.c).
  */
 int
 fencing_lock_registry_configured_capacity(void)
@@ -607,7 +578,7 @@ fencing_lock_registry_configured_capacity(void)
 
 /* The lock a slot stands for, as its delay would record it. */
 static void
-slot_describe(const LockSlotData *copy, FencingLockDelay *held)
+slot_describe(const FencingLockSlotData *copy, FencingLockDelay *held)
 {
 	memset(held, 0, sizeof(*held));
 	held->dboid = copy->dboid;
@@ -633,7 +604,7 @@ fencing_lock_registry_describe(int slotno, FencingLockDelay *held)
 
 /*
  * Report every granted lock to fn, for the postmaster as it lets go of
- * shared memory (lock_delay.c): no backend runs, but one that crashed may
+ * shared memory (delay.c): no backend runs, but one that crashed may
  * have died in the middle of a write, so a slot that never reads
  * consistently is taken as it is, every length is bounded, and no lock is
  * taken.
@@ -647,7 +618,7 @@ fencing_lock_registry_held_locks(void (*fn) (const FencingLockDelay *held))
 		return;
 	for (i = 0; i < Min(registry->capacity, max_tracked_locks); i++)
 	{
-		LockSlotData copy;
+		FencingLockSlotData copy;
 		FencingLockDelay held;
 		int			tries;
 
@@ -677,7 +648,7 @@ fencing_lock_registry_count(void)
 		return 0;
 	for (i = 0; i < registry->capacity; i++)
 	{
-		LockSlotData copy;
+		FencingLockSlotData copy;
 
 		if (pg_atomic_read_u32(&owners[i]) == 0)
 			continue;
@@ -699,189 +670,24 @@ fencing_lock_registry_untracked(void)
 }
 
 /*
- * The view's "mode" of a slot: exclusive, shared, or "permit n of m".
+ * Pass a copy of every slot in use to fn, for the view fencing.locks (a
+ * snapshot: slots come and go while it runs).
  */
-static text *
-slot_mode_text(const LockSlotData *copy)
+void
+fencing_lock_registry_rows(void (*fn) (const FencingLockSlotData *copy, void *arg),
+						   void *arg)
 {
-	switch ((FencingLockMode) copy->mode)
-	{
-		case FENCING_LOCK_SHARED:
-			return cstring_to_text("shared");
-		case FENCING_LOCK_PERMIT:
-			if (copy->permit == 0)	/* waiting, or trying */
-				return cstring_to_text(psprintf("permit ? of %d",
-												(int) copy->permits));
-			return cstring_to_text(psprintf("permit %d of %d",
-											(int) copy->permit,
-											(int) copy->permits));
-		case FENCING_LOCK_EXCLUSIVE:
-			break;
-	}
-	return cstring_to_text("exclusive");
-}
-
-/*
- * One row of fencing.lock_rows().  delayed_until is 0 for a slot's row;
- * a delay's row is not granted, names the lost holder's pid and mode, and
- * says since when and until when the lock is delayed.
- */
-#define LOCK_ROWS_MAX_COLUMNS	9
-
-typedef struct LockViewRows
-{
-	ReturnSetInfo *rsinfo;
-	bool		has_mode;
-	bool		has_delayed_until;
-	bool		sees_all;		/* the caller has pg_read_all_stats */
-	Oid			cached_dboid;
-	char	   *cached_dbname;
-} LockViewRows;
-
-/*
- * Whether the caller may see which name a row is about and which backend
- * holds it: as pg_stat_activity shows a session's query, to members of
- * pg_read_all_stats and to roles with the privileges of the holder's role.
- * The lost holder of a delay is not recorded, so only the former see a
- * delay's name.  Everyone else sees that a lock is held, and where, how and
- * since when, but neither its name nor its key (a hash of the name that
- * would let a caller test guesses) nor its pid.
- */
-static bool
-row_is_visible(const LockViewRows *state, const LockSlotData *copy,
-			   TimestampTz delayed_until)
-{
-	if (state->sees_all)
-		return true;
-	if (delayed_until != 0)
-		return false;
-	return has_privs_of_role(GetUserId(), copy->roleid);
-}
-
-static void
-lock_row_put(LockViewRows *state, const LockSlotData *copy,
-			 TimestampTz delayed_until)
-{
-	Datum		values[LOCK_ROWS_MAX_COLUMNS];
-	bool		nulls[LOCK_ROWS_MAX_COLUMNS];
-	bool		granted = (copy->state == LOCK_SLOT_GRANTED);
-	bool		visible = row_is_visible(state, copy, delayed_until);
-
-	memset(values, 0, sizeof(values));
-	memset(nulls, true, sizeof(nulls));
-
-	if (copy->dboid != state->cached_dboid)
-	{
-		state->cached_dboid = copy->dboid;
-		state->cached_dbname = get_database_name(copy->dboid);
-	}
-	if (state->cached_dbname != NULL)
-	{
-		Name		dbname = (Name) palloc0(NAMEDATALEN);
-
-		namestrcpy(dbname, state->cached_dbname);
-		values[0] = NameGetDatum(dbname);
-		nulls[0] = false;
-	}
-
-	if (visible)
-	{
-		values[1] = PointerGetDatum(cstring_to_text_with_len(copy->name,
-															 copy->namelen));
-		nulls[1] = false;
-		values[2] = Int64GetDatum(copy->key);
-		nulls[2] = false;
-		values[4] = Int32GetDatum(copy->pid);
-		nulls[4] = false;
-	}
-	if (granted)
-	{
-		values[3] = Int64GetDatum(copy->token);
-		nulls[3] = false;
-	}
-	values[5] = TimestampTzGetDatum(copy->since);
-	nulls[5] = false;
-	values[6] = BoolGetDatum(granted);
-	nulls[6] = false;
-	/* values[7] is 1.1's "mode", or 1.0's "untracked", which stays NULL */
-	if (state->has_mode)
-	{
-		values[7] = PointerGetDatum(slot_mode_text(copy));
-		nulls[7] = false;
-	}
-	if (state->has_delayed_until && delayed_until != 0)
-	{
-		values[8] = TimestampTzGetDatum(delayed_until);
-		nulls[8] = false;
-	}
-
-	tuplestore_putvalues(state->rsinfo->setResult, state->rsinfo->setDesc,
-						 values, nulls);
-}
-
-/*
- * SQL: fencing.lock_rows(), the set behind the view fencing.locks: one row
- * per slot in use, then one per lock delay in force.  A database still at
- * version 1.0 of the extension declares an eighth column, "untracked"
- * (boolean); it is NULL now that every lock has a slot, and such a
- * database sees no delays (it has no column to say until when).  Since 1.1
- * the eighth column is "mode" (text) and the ninth "delayed_until".  The
- * name, key and pid of a row the caller may not see are NULL
- * (row_is_visible).
- */
-Datum
-fencing_lock_rows(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	LockViewRows state;
-	FencingLockDelay *delayed;
-	int			ndelayed;
 	int			i;
-
-	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts > LOCK_ROWS_MAX_COLUMNS)
-		elog(ERROR, "fencing.lock_rows() is declared with %d columns, expected at most %d",
-			 rsinfo->setDesc->natts, LOCK_ROWS_MAX_COLUMNS);
-	state.rsinfo = rsinfo;
-	state.has_mode = rsinfo->setDesc->natts > 7 &&
-		TupleDescAttr(rsinfo->setDesc, 7)->atttypid == TEXTOID;
-	state.has_delayed_until = rsinfo->setDesc->natts > 8;
-	state.sees_all = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
-	state.cached_dboid = InvalidOid;
-	state.cached_dbname = NULL;
 
 	for (i = 0; i < registry->capacity; i++)
 	{
-		LockSlotData copy;
+		FencingLockSlotData copy;
 
 		if (pg_atomic_read_u32(&owners[i]) == 0)
 			continue;
 		(void) slot_read(&slots[i].slot, &copy);
 		if (copy.state == LOCK_SLOT_FREE)
 			continue;
-		lock_row_put(&state, &copy, 0);
+		fn(&copy, arg);
 	}
-
-	if (!state.has_delayed_until)
-		return (Datum) 0;
-	delayed = fencing_lock_delay_snapshot(&ndelayed);
-	for (i = 0; i < ndelayed; i++)
-	{
-		LockSlotData copy;
-
-		memset(&copy, 0, sizeof(copy));
-		copy.state = LOCK_SLOT_FREE;
-		copy.namelen = delayed[i].namelen;
-		copy.mode = delayed[i].mode;
-		copy.permit = delayed[i].permit;
-		copy.permits = delayed[i].permits;
-		copy.dboid = delayed[i].dboid;
-		copy.pid = delayed[i].pid;
-		copy.key = delayed[i].key;
-		copy.since = delayed[i].since;
-		memcpy(copy.name, delayed[i].name, copy.namelen);
-		lock_row_put(&state, &copy, delayed[i].until);
-	}
-
-	return (Datum) 0;
 }

@@ -1,0 +1,483 @@
+/*-------------------------------------------------------------------------
+ *
+ * locks.h
+ *		The lock layer: named locks, each grant handing out a fence token.
+ *
+ * Above the token layer, below the fence layer.  Lowest first:
+ *
+ *	registry.c		the shared registry that names every lock held or
+ *					awaited (fencing.locks, key collisions)
+ *	delay.c			fencing.lock_delay: the locks of lost holders stay
+ *					ungrantable for a while
+ *	lease_ceiling.c	the timers of a lease: its max_hold, and its ttl where
+ *					core's idle timeout does not reach
+ *	held.c			what this transaction holds: its locks, which of them
+ *					carry a lease, and the idle limit of those leases;
+ *					the transaction, subtransaction and resource-owner
+ *					callbacks that follow core's locks
+ *	args.c			the arguments of the lock functions
+ *	wait.c			a wait in core's lock queue bounded by a timeout
+ *	grant.c			the grant machinery every lock function shares
+ *	single.c		try_lock, lock, their shared forms, held_token
+ *	groups.c		try_lock_all, lock_all
+ *	semaphores.c	try_acquire, acquire
+ *	tx_lease.c		lease(name, ttl, max_hold) and its idle limit
+ *
+ * The grant path is the hot one: what it needs from held.c and grant.c is
+ * inline below, so that splitting the files added no call to it.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/locks/locks.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_LOCKS_H
+#define FENCING_LOCKS_H
+
+#include "tokens/tokens.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/lock.h"
+#include "storage/lwlock.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+/* ---------------------------------------------------------------------
+ * registry.c
+ * ---------------------------------------------------------------------
+ */
+
+/* How a registry entry holds its name, for the view's "mode" column. */
+typedef enum FencingLockMode
+{
+	FENCING_LOCK_EXCLUSIVE = 0,
+	FENCING_LOCK_SHARED,
+	FENCING_LOCK_PERMIT			/* a permit of a semaphore */
+} FencingLockMode;
+
+/* What a registry slot stands for; FREE slots are not shown anywhere. */
+typedef enum FencingLockSlotState
+{
+	LOCK_SLOT_FREE = 0,
+	LOCK_SLOT_ACQUIRING,		/* LockAcquire running, or token being drawn */
+	LOCK_SLOT_WAITING,			/* in core's lock queue (fencing.lock) */
+	LOCK_SLOT_GRANTED
+} FencingLockSlotState;
+
+/*
+ * The fields a slot's owner publishes; readers copy them as a whole (the
+ * view builds its rows from such copies).
+ */
+typedef struct FencingLockSlotData
+{
+	uint8		state;			/* a FencingLockSlotState */
+	uint8		namelen;
+	uint8		mode;			/* a FencingLockMode */
+	uint16		permit;			/* FENCING_LOCK_PERMIT: which permit, 1.. */
+	uint16		permits;		/* and of how many */
+	Oid			dboid;
+	Oid			roleid;			/* the holder's session user */
+	int			pid;
+	int64		key;
+	int64		token;			/* meaningful only when granted */
+	TimestampTz since;
+	char		name[FENCING_NAME_MAX_BYTES];
+} FencingLockSlotData;
+
+/*
+ * A lock whose holder was lost: a name's lock (permit 0) or one permit of a
+ * semaphore, refused to everyone until fencing.lock_delay after "since".
+ * Also what the registry reports of a lock held when the postmaster lets go
+ * of shared memory, or when its holder exits (since is then not yet set).
+ *
+ * A folded delay (delay.c, when the table is full) stands for delays whose
+ * names it no longer lists: it refuses every fencing lock of its database
+ * (InvalidOid: of every database) to its role (InvalidOid: to every role).
+ * "until" is filled in only by fencing_lock_delay_snapshot.
+ */
+typedef struct FencingLockDelay
+{
+	Oid			dboid;
+	Oid			roleid;			/* the lost holder's session user */
+	int			pid;			/* of the lost holder */
+	int64		key;
+	TimestampTz since;			/* when the holder was lost */
+	TimestampTz until;			/* when the delay ends (snapshots only) */
+	uint16		permit;
+	uint16		permits;
+	uint8		mode;			/* a FencingLockMode */
+	uint8		namelen;
+	bool		folded;
+	char		name[FENCING_NAME_MAX_BYTES];
+} FencingLockDelay;
+
+extern void fencing_lock_registry_init(void);
+extern int	fencing_lock_registry_capacity(void);
+extern int	fencing_lock_registry_configured_capacity(void);
+extern int	fencing_lock_registry_count(void);
+extern int64 fencing_lock_registry_untracked(void);
+extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen,
+										FencingLockMode mode, int permit,
+										int permits);
+extern void fencing_lock_registry_wait(int slotno);
+extern void fencing_lock_registry_set_permit(int slotno, int permit);
+extern ConditionVariable *fencing_lock_registry_permit_cv(int64 key);
+extern void fencing_lock_registry_permit_freed(int64 key);
+extern void fencing_lock_registry_grant(int slotno, int64 token, bool after_wait);
+extern uint32 fencing_lock_registry_releases(int64 key);
+extern void fencing_lock_registry_release(int slotno);
+extern void fencing_lock_registry_check_collision(int64 key, const char *name,
+												  int namelen);
+extern void fencing_lock_registry_describe(int slotno, FencingLockDelay *held);
+extern void fencing_lock_registry_held_locks(void (*fn) (const FencingLockDelay *held));
+extern void fencing_lock_registry_rows(void (*fn) (const FencingLockSlotData *copy,
+												   void *arg),
+									   void *arg);
+
+/* ---------------------------------------------------------------------
+ * delay.c
+ *
+ * The layout of the shared table of lock delays is here for delay.c and
+ * for the test module that damages it on purpose
+ * (test/tools/lock_delay_poke.c).
+ * ---------------------------------------------------------------------
+ */
+
+/* The name under which the table lives in shared memory. */
+#define LOCK_DELAY_SHMEM_NAME	"fencing lock delays"
+
+/*
+ * The shared table: entries[0 .. count - 1] are in use, kept dense (a
+ * removed entry is replaced by the last one).  The lock protects the
+ * entries; count is also an atomic so that the grant paths can see "no
+ * delay" without taking it.  delay_ms is fencing.lock_delay as the
+ * postmaster last read it, the value every backend applies (a backend's own
+ * copy waits for its next command to follow a reload).  The entries are
+ * followed by capacity role OIDs, scratch space for whoever holds the lock
+ * exclusively (delay.c counts the delays of each role in it).
+ */
+typedef struct LockDelayTable
+{
+	LWLock	   *lock;
+	int			capacity;
+	pg_atomic_uint32 count;
+	pg_atomic_uint32 delay_ms;
+	FencingLockDelay entries[FLEXIBLE_ARRAY_MEMBER];
+} LockDelayTable;
+
+/* Bytes of shared memory the table takes for this many entries. */
+static inline Size
+lock_delay_table_size(int capacity)
+{
+	Size		size = offsetof(LockDelayTable, entries);
+
+	size = add_size(size, mul_size(capacity, sizeof(FencingLockDelay)));
+	return add_size(size, mul_size(capacity, sizeof(Oid)));
+}
+
+/* The scratch space after the entries. */
+static inline Oid *
+lock_delay_table_scratch(LockDelayTable *table, int capacity)
+{
+	return (Oid *) &table->entries[capacity];
+}
+
+extern pg_atomic_uint32 *fencing_lock_delay_count;
+extern void fencing_lock_delay_init(void);
+extern void fencing_lock_delay_start(const FencingLockDelay *held);
+extern TimestampTz fencing_lock_delay_until(int64 key, int permit);
+extern void fencing_lock_delay_sleep(TimestampTz until, TimestampTz deadline);
+extern FencingLockDelay *fencing_lock_delay_snapshot(int *count);
+
+/*
+ * When the delay in force on a lock ends, or 0 when none is: the check of
+ * every grant path.  With no delay anywhere, one atomic read.
+ */
+static inline TimestampTz
+fencing_lock_delay_refuses(int64 key, int permit)
+{
+	if (likely(pg_atomic_read_u32(fencing_lock_delay_count) == 0))
+		return 0;
+	return fencing_lock_delay_until(key, permit);
+}
+
+/* ---------------------------------------------------------------------
+ * lease_ceiling.c
+ * ---------------------------------------------------------------------
+ */
+extern void fencing_lease_ceiling_init(void);
+extern void fencing_lease_idle_ttl_source(int (*ttl_in_force) (void));
+extern int	fencing_lease_max_hold_ms(double usecs);
+extern void fencing_lease_ceiling_set(const char *name, int namelen,
+									  int max_hold_ms);
+extern void fencing_lease_ceiling_keep(void);
+extern void fencing_lease_idle_prepare(void);
+extern void fencing_lease_idle_statement_start(void);
+extern void fencing_lease_idle_statement_end(void);
+extern void fencing_lease_idle_changed(void);
+extern bool fencing_lease_idle_timer_fired(void);
+
+/* ---------------------------------------------------------------------
+ * held.c
+ * ---------------------------------------------------------------------
+ */
+
+/* A lock name, canonicalised once per call (grant.c). */
+typedef struct LockRequest
+{
+	char		name[FENCING_NAME_MAX_BYTES + 1];
+	int			namelen;
+	int64		key;
+	LOCKTAG		tag;
+	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
+	uint16		permit;			/* a semaphore's permit number, or 0 */
+} LockRequest;
+
+/* A lock this transaction holds, and the token it was granted with. */
+typedef struct HeldLock
+{
+	int64		key;
+	int64		token;
+	ResourceOwner owner;		/* the one holding core's lock */
+	SubTransactionId lease_subid;	/* outermost one that took a lease on
+									 * it, or InvalidSubTransactionId */
+	LOCKMODE	lockmode;		/* ExclusiveLock or ShareLock */
+	uint16		permit;			/* a semaphore's permit number, or 0 */
+	int			slot;			/* registry slot */
+	uint32		bucket;			/* position in the index */
+	int			namelen;
+	char		name[FENCING_NAME_MAX_BYTES];	/* canonical, not terminated */
+} HeldLock;
+
+/*
+ * The backend-local table, allocated in TopMemoryContext and grown by
+ * doubling: locks[] in acquisition order, index[] an open-addressing
+ * index over it (entry number + 1, 0 = empty) twice its size.  Removing
+ * entries only from the tail, in reverse order of insertion, keeps linear
+ * probing correct without tombstones.  Entries [0, settled) belong to
+ * TopTransactionResourceOwner, whose locks go only at the end of the
+ * transaction: the release of any other owner need not look at them.
+ * held.c changes it; the grant paths read it.
+ */
+typedef struct FencingHeldTable
+{
+	HeldLock   *locks;
+	uint32	   *index;
+	int			count;
+	int			capacity;
+	uint32		mask;
+	int			settled;
+} FencingHeldTable;
+
+/*
+ * The registry slot of a lock being taken or awaited, claimed before
+ * LockAcquire and not yet in the table, and the subtransaction that
+ * claimed it: the grant paths set it, held.c frees it when that
+ * (sub)transaction aborts.  permit_key is set while the pending slot is a
+ * semaphore's, from the grant of a permit's lock until its entry is in the
+ * table: an abort in between frees the permit, and its waiters must hear
+ * of it.
+ */
+typedef struct FencingPendingLock
+{
+	int			slot;			/* -1: none */
+	SubTransactionId subid;
+	bool		permit_key_set;
+	int64		permit_key;
+} FencingPendingLock;
+
+extern FencingHeldTable fencing_held;
+extern FencingPendingLock fencing_pending;
+
+extern void fencing_locks_init(void);
+extern void fencing_held_grow(void);
+extern HeldLock *fencing_held_find(int64 key, bool permit);
+extern HeldLock *fencing_held_insert(const LockRequest *req, int64 token,
+									 int slot);
+extern void fencing_held_pop(void);
+extern void fencing_release_pending(void);
+extern void fencing_held_take_lease(HeldLock *h);
+extern void fencing_lease_limit_reserve(void);
+extern void fencing_lease_limit_push(int ttl_ms);
+extern int	fencing_lease_ttl_in_force(void);
+
+/*
+ * Make room for one more entry before anything is changed, so that running
+ * out of memory leaves the table and the registry consistent.
+ */
+static inline void
+fencing_held_reserve(void)
+{
+	if (likely(fencing_held.count < fencing_held.capacity))
+		return;
+	fencing_held_grow();
+}
+
+/*
+ * The pending lock was granted: remember it under this token (0 while a
+ * group is still being taken; its registry slot then stays "acquiring").
+ * From here on the entry, not the pending slot, owns the slot.
+ */
+static inline HeldLock *
+fencing_hold_pending(const LockRequest *req, int64 token)
+{
+	HeldLock   *h = fencing_held_insert(req, token, fencing_pending.slot);
+
+	fencing_pending.slot = -1;
+	fencing_pending.subid = InvalidSubTransactionId;
+	return h;
+}
+
+/* ---------------------------------------------------------------------
+ * args.c
+ * ---------------------------------------------------------------------
+ */
+extern void fencing_report_null_name(void);
+extern bool fencing_timeout_arg(FunctionCallInfo fcinfo, int argno,
+								int64 *timeout_ms);
+extern int	fencing_ttl_arg_ms(const Interval *ttl);
+
+/*
+ * An interval as microseconds, as a double so that months and days cannot
+ * overflow; a month counts as 30 days, as in interval comparison.
+ */
+static inline double
+fencing_interval_usecs(const Interval *span)
+{
+	return (double) span->time +
+		(double) span->day * USECS_PER_DAY +
+		(double) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
+/* A NULL lock name would silently mean "no lock"; say so instead. */
+static inline void
+fencing_error_if_null_name(FunctionCallInfo fcinfo)
+{
+	if (unlikely(PG_ARGISNULL(0)))
+		fencing_report_null_name();
+}
+
+/* ---------------------------------------------------------------------
+ * wait.c
+ * ---------------------------------------------------------------------
+ */
+extern bool fencing_lock_wait_with_timeout(const LOCKTAG *tag,
+										   LOCKMODE lockmode, int timeout_ms);
+
+/* ---------------------------------------------------------------------
+ * grant.c
+ * ---------------------------------------------------------------------
+ */
+extern void fencing_report_name_collision(const HeldLock *h,
+										  const LockRequest *req);
+extern HeldLock *fencing_held_again(const LockRequest *req);
+extern bool fencing_attempt(const LockRequest *req);
+extern bool fencing_wait_for_grant(const LockRequest *req, bool has_timeout,
+								   TimestampTz deadline);
+extern void fencing_warn_if_autocommit(const LockRequest *reqs, int nreqs,
+									   const char *function);
+extern HeldLock *fencing_take_without_waiting(const LockRequest *req,
+											  const char *function);
+
+/*
+ * The advisory lock tag of a key, exactly as pg_try_advisory_xact_lock
+ * (bigint) and pg_try_advisory_xact_lock_shared(bigint) build it for the
+ * same key; they differ only in the lock mode.
+ */
+static inline void
+fencing_set_advisory_tag(LOCKTAG *tag, int64 key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 (uint32) ((uint64) key >> 32),
+						 (uint32) key, 1);
+}
+
+/* Canonicalise the name and build its advisory lock tag. */
+static inline void
+fencing_prepare_request(LockRequest *req, Datum name, LOCKMODE lockmode)
+{
+	req->namelen = fencing_canonical_name(name, req->name);
+	req->key = fencing_key_of_canonical(req->name, req->namelen);
+	fencing_set_advisory_tag(&req->tag, req->key);
+	req->lockmode = lockmode;
+	req->permit = 0;
+}
+
+/*
+ * The lock on this key is already ours under another canonical name: the
+ * two names collide (L6), and answering with the other name's token would
+ * let two holders believe they hold two different locks.
+ */
+static inline void
+fencing_check_own_name(const HeldLock *h, const LockRequest *req)
+{
+	if (likely(h->namelen == req->namelen &&
+			   memcmp(h->name, req->name, h->namelen) == 0))
+		return;
+	fencing_report_name_collision(h, req);
+}
+
+/*
+ * When the lock-delay in force on a lock ends, or 0 when none is: what
+ * every grant path asks.
+ */
+static inline TimestampTz
+fencing_delay_in_force(int64 key, int permit)
+{
+#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
+	return 0;
+#endif
+	return fencing_lock_delay_refuses(key, permit);
+}
+
+/*
+ * Core has just granted the lock: give it back when a lock-delay is in
+ * force on it (its last holder was lost, delay.c), and count the refusal.
+ * Returns when the delay ends, or 0 when the grant stands; with no delay
+ * anywhere that costs one atomic read.  Checked after the grant, not
+ * before, so that a holder lost while we were taking the lock (whose delay
+ * starts before core releases its lock) is always seen.
+ */
+static inline TimestampTz
+fencing_give_back_if_delayed(const LOCKTAG *tag, LOCKMODE lockmode,
+							 int64 key, int permit)
+{
+	TimestampTz until = fencing_delay_in_force(key, permit);
+
+	if (unlikely(until != 0))
+	{
+		LockRelease(tag, lockmode, false);
+		fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
+	}
+	return until;
+}
+
+/*
+ * The pending lock was granted: draw its token, publish it and remember the
+ * grant.  If drawing the token fails, the lock and the pending slot go with
+ * the (sub)transaction's abort.
+ */
+static inline HeldLock *
+fencing_grant(const LockRequest *req, bool after_wait)
+{
+	int64		token = fencing_issue_token();
+
+#ifdef FENCING_MUTANT_LOCK_GRANT_ASSIGNS_XID
+	(void) GetCurrentTransactionId();
+#endif
+	fencing_lock_registry_grant(fencing_pending.slot, token, after_wait);
+	return fencing_hold_pending(req, token);
+}
+
+/* ---------------------------------------------------------------------
+ * tx_lease.c
+ * ---------------------------------------------------------------------
+ */
+extern void fencing_lease_keep_limit(void);
+
+#endif							/* FENCING_LOCKS_H */
