@@ -63,14 +63,14 @@ END
 $refuse_dependents$;
 
 ------------------------------------------------------------------------
--- Named locks (src/locks.c, src/lock_registry.c)
+-- Named locks (src/locks/)
 ------------------------------------------------------------------------
 
 -- Every lock has an entry in the tracking table now (a lock that finds none
 -- is refused), so fencing.locks loses its "untracked" column, and it gains
 -- "mode" (exclusive, shared, or a semaphore's "permit n of m") and
 -- "delayed_until" (the end of a lock-delay, fencing.lock_delay, whose rows
--- show the locks of lost holders; src/lock_delay.c).  A view's
+-- show the locks of lost holders; src/locks/delay.c).  A view's
 -- column cannot be dropped: the view and the function behind it are made
 -- anew, with the view's grant.  The 1.0 ones are renamed, not dropped, until
 -- the privileges users gave or took on them are carried over (at the end).
@@ -107,7 +107,7 @@ GRANT SELECT ON fencing.locks TO PUBLIC;
 ------------------------------------------------------------------------
 -- Fence tokens: fencing.status() reports the lead over the clock, the
 -- clock tolerance, a pending fresh start and a state file behind redo
--- (src/stats.c, src/token_wal.c).  Its OUT columns change, so it is
+-- (src/module/views.c, src/tokens/token_wal.c).  Its OUT columns change, so it is
 -- made anew (the 1.0 one is renamed until its privileges are carried over).
 ------------------------------------------------------------------------
 
@@ -133,7 +133,7 @@ COMMENT ON FUNCTION fencing.status() IS
 'one-row summary: latest token, durable reservation limit, clock floor and lead over it, clock tolerance, fresh start, state file, lock tracking capacity';
 
 ------------------------------------------------------------------------
--- Lock groups: all names or none, one token (src/locks.c)
+-- Lock groups: all names or none, one token (src/locks/groups.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.try_lock_all(names text[])
@@ -153,7 +153,7 @@ COMMENT ON FUNCTION fencing.lock_all(text[], interval) IS
 'wait for the locks of all names, taken in key order; one fence token for the group, or NULL with none held when timeout passes';
 
 ------------------------------------------------------------------------
--- Shared locks: the same lock in ShareLock mode (src/locks.c)
+-- Shared locks: the same lock in ShareLock mode (src/locks/single.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.try_lock_shared(name text)
@@ -173,7 +173,7 @@ COMMENT ON FUNCTION fencing.lock_shared(text, interval) IS
 'wait for the transaction-scoped advisory lock for name in shared mode; a fence token, or NULL when timeout passes';
 
 ------------------------------------------------------------------------
--- Counting semaphores: permits are locks of their own (src/locks.c)
+-- Counting semaphores: permits are locks of their own (src/locks/semaphores.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.try_acquire(name text, permits integer)
@@ -193,7 +193,7 @@ COMMENT ON FUNCTION fencing.acquire(text, integer, interval) IS
 'wait for one of the permits of the counting semaphore name; a fence token of its own, or NULL when timeout passes';
 
 ------------------------------------------------------------------------
--- A lease's hard ceiling: lease() gains max_hold (src/lease_ceiling.c).
+-- A lease's hard ceiling: lease() gains max_hold (src/locks/lease_ceiling.c).
 -- The two-argument function is replaced by one with a third, defaulted
 -- argument, so lease(name, ttl) calls keep working; the library serves
 -- both (the 1.0 one until this update runs).
@@ -212,7 +212,7 @@ COMMENT ON FUNCTION fencing.lease(text, interval, interval) IS
 
 ------------------------------------------------------------------------
 -- Statistics: counters of the 1.1 lock kinds, of lease ceilings and of
--- lock-delays (src/stats.c).  The view's columns change, so it is made anew
+-- lock-delays (src/base/stats.c).  The view's columns change, so it is made anew
 -- with its grant (the 1.0 one and its function are renamed until their
 -- privileges are carried over).
 ------------------------------------------------------------------------
@@ -259,7 +259,7 @@ GRANT SELECT ON fencing.stats TO PUBLIC;
 ------------------------------------------------------------------------
 -- fencing.protect(): a fence column or on_stale not given (NULL, now the
 -- defaults) keeps what the table is protected with, instead of turning a
--- table protected with on_stale => 'skip' back to 'error' (issue 14).
+-- table protected with on_stale => 'skip' back to 'error'.
 ------------------------------------------------------------------------
 
 CREATE OR REPLACE FUNCTION fencing.protect(tbl regclass,
@@ -275,7 +275,7 @@ COMMENT ON FUNCTION fencing.protect(regclass, name, text) IS
 
 ------------------------------------------------------------------------
 -- The functions behind the views fencing.locks (above) and fencing.stats
--- say what they are: PUBLIC executes them through the views (issue 14).
+-- say what they are: PUBLIC executes them through the views.
 ------------------------------------------------------------------------
 
 COMMENT ON FUNCTION fencing.stat_rows() IS

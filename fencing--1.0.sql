@@ -11,7 +11,7 @@
  */
 
 ------------------------------------------------------------------------
--- Fence tokens (src/tokens.c, src/token_wal.c)
+-- Fence tokens (src/tokens/)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.next_token()
@@ -41,7 +41,7 @@ COMMENT ON FUNCTION fencing.advance_token(bigint) IS
 REVOKE ALL ON FUNCTION fencing.advance_token(bigint) FROM PUBLIC;
 
 ------------------------------------------------------------------------
--- Lock names (src/normalize.c)
+-- Lock names (src/base/normalize.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.normalize_name(name text)
@@ -61,7 +61,7 @@ COMMENT ON FUNCTION fencing.lock_key(text) IS
 'hashtextextended(fencing.normalize_name(name), 0) computed on the UTF-8 bytes: the advisory lock key';
 
 ------------------------------------------------------------------------
--- Named locks (src/locks.c, src/lock_registry.c)
+-- Named locks (src/locks/)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.try_lock(name text)
@@ -117,7 +117,7 @@ COMMENT ON VIEW fencing.locks IS
 'every fencing lock held or awaited in the cluster; a row with NULL name counts locks the tracking table had no room for';
 
 ------------------------------------------------------------------------
--- Statistics (src/stats.c)
+-- Statistics (src/base/stats.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.stat_rows(
@@ -164,9 +164,8 @@ COMMENT ON FUNCTION fencing.status() IS
 'one-row summary: latest token, durable reservation limit, clock floor, lock tracking capacity';
 
 ------------------------------------------------------------------------
--- Fences at the resource (src/fence_trigger.c, src/check_fence.c)
+-- Fences at the resource (src/fence/trigger.c, src/fence/check_fence.c)
 ------------------------------------------------------------------------
--- FENCE SECTION: owned by the fence helper
 
 CREATE FUNCTION fencing.reject_stale()
 RETURNS trigger

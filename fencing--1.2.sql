@@ -11,7 +11,7 @@
  */
 
 ------------------------------------------------------------------------
--- Fence tokens (src/tokens.c, src/token_wal.c)
+-- Fence tokens (src/tokens/)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.next_token()
@@ -41,7 +41,7 @@ COMMENT ON FUNCTION fencing.advance_token(bigint) IS
 REVOKE ALL ON FUNCTION fencing.advance_token(bigint) FROM PUBLIC;
 
 ------------------------------------------------------------------------
--- Lock names (src/normalize.c)
+-- Lock names (src/base/normalize.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.normalize_name(name text)
@@ -61,7 +61,7 @@ COMMENT ON FUNCTION fencing.lock_key(text) IS
 'hashtextextended(fencing.normalize_name(name), 0) computed on the UTF-8 bytes: the advisory lock key';
 
 ------------------------------------------------------------------------
--- Named locks (src/locks.c, src/lock_registry.c)
+-- Named locks (src/locks/)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.try_lock(name text)
@@ -184,7 +184,7 @@ COMMENT ON FUNCTION fencing.clear_lock_delays(text) IS
 REVOKE EXECUTE ON FUNCTION fencing.clear_lock_delays(text) FROM PUBLIC;
 
 ------------------------------------------------------------------------
--- Statistics (src/stats.c)
+-- Statistics (src/base/stats.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.stat_rows(
@@ -251,7 +251,7 @@ COMMENT ON FUNCTION fencing.status() IS
 'one-row summary: latest token, durable reservation limit, clock floor and lead over it, clock tolerance, fresh start, state file, lock tracking capacity';
 
 ------------------------------------------------------------------------
--- Fences at the resource (src/fence_trigger.c, src/check_fence.c)
+-- Fences at the resource (src/fence/trigger.c, src/fence/check_fence.c)
 ------------------------------------------------------------------------
 
 CREATE FUNCTION fencing.reject_stale()

@@ -1,7 +1,7 @@
 --
--- Ways around the fence that an outside review found (review findings 1,
--- 2, 3, 7, 9 and 10), each reproduced as the review wrote it, with what
--- the extension now does instead.
+-- Ways around the fence that a writer without a valid token might try,
+-- each written as such a writer would write it, with what the extension
+-- does instead.
 --
 -- Tokens come from fencing.next_token(); messages that would print one are
 -- shown as their SQLSTATE only.
@@ -12,7 +12,7 @@ SELECT fencing.next_token() AS old_token \gset
 SELECT fencing.next_token() AS token \gset
 
 ------------------------------------------------------------------------
--- Finding 1: a default on a view column stands in for the token as a
+-- A default on a view column stands in for the token as a
 -- table default would (F2, F7)
 ------------------------------------------------------------------------
 CREATE TABLE ledger1 (id int PRIMARY KEY, amount int, fence bigint);
@@ -71,7 +71,7 @@ SELECT fencing.protect('ledger1p_1');
 ALTER VIEW l1p ALTER COLUMN fence SET DEFAULT 1;
 
 ------------------------------------------------------------------------
--- Finding 3: a row moved out of a protected partition leaves the fence,
+-- A row moved out of a protected partition leaves the fence,
 -- as a DELETE does: it needs fencing.token unless it lands in a partition
 -- with the same fence (F3, F7)
 ------------------------------------------------------------------------
@@ -119,7 +119,7 @@ UPDATE sq SET id = 2, fence = fence WHERE id = 1;
 SELECT tableoid::regclass AS part, id FROM sq;
 
 ------------------------------------------------------------------------
--- Finding 9: check_fence() takes the tokens the trigger takes, and its
+-- check_fence() takes the tokens the trigger takes, and its
 -- errors speak of a resource name
 ------------------------------------------------------------------------
 SELECT fencing.check_fence('bypass bucket', 0);
@@ -128,7 +128,7 @@ SELECT fencing.check_fence(repeat('x', 300), :token);
 SELECT count(*) AS watermarks FROM fencing.resource_fences WHERE resource = 'bypass bucket';
 
 ------------------------------------------------------------------------
--- Finding 10: a table protected on its own is attached or inherited
+-- A table protected on its own is attached or inherited
 ------------------------------------------------------------------------
 CREATE TABLE ap (id int, fence bigint) PARTITION BY LIST (id);
 SELECT fencing.protect('ap');
@@ -144,7 +144,7 @@ SELECT fencing.unprotect('ap1');
 ALTER TABLE ap ATTACH PARTITION ap1 FOR VALUES IN (1);
 
 ------------------------------------------------------------------------
--- Finding 2: other BEFORE ROW triggers run before or after the fence
+-- Other BEFORE ROW triggers run before or after the fence
 -- check and may change the fence column: protect() and ATTACH PARTITION
 -- name them in a WARNING
 ------------------------------------------------------------------------
@@ -168,7 +168,7 @@ DROP TRIGGER zz_max ON ledger2;
 SELECT fencing.protect('ledger2');
 
 ------------------------------------------------------------------------
--- Finding 7 (documented, the owner's escape hatches): a fence trigger
+-- The owner's escape hatches (documented): a fence trigger
 -- replaced by hand with a WHEN clause checks only the rows it selects;
 -- TRUNCATE stays refused, and protect() puts the real trigger back
 ------------------------------------------------------------------------

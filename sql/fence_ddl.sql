@@ -336,8 +336,8 @@ ALTER TABLE free ALTER COLUMN fence SET DEFAULT 0;
 ------------------------------------------------------------------------
 -- Re-running protect() with another column or mode changes the table and
 -- says so; the same arguments again say nothing, and a column or mode not
--- given keeps the table's (issue 14: protect('jobs') on a table protected
--- with on_stale => 'skip' used to turn it to 'error')
+-- given keeps the table's (protect('jobs') on a table protected with
+-- on_stale => 'skip' stays 'skip')
 ------------------------------------------------------------------------
 CREATE TABLE jobs (id int, fence bigint, epoch bigint);
 SELECT fencing.protect('jobs', on_stale => 'skip');

@@ -616,7 +616,7 @@ SELECT tableoid::regclass, * FROM pdflt ORDER BY id;
 
 ------------------------------------------------------------------------
 -- Partitions: different column orders, moves between partitions, and a
--- failed UPDATE rolled back to a savepoint (issue 10, item 15)
+-- failed UPDATE rolled back to a savepoint
 ------------------------------------------------------------------------
 CREATE TABLE moves (id int, v int, note text, fence bigint) PARTITION BY RANGE (id);
 CREATE TABLE moves_a (fence bigint, note text, v int, id int);

@@ -1,5 +1,5 @@
 --
--- hardening: bad input into every function of the extension (issue 7).
+-- hardening: bad input into every function of the extension.
 --
 -- Each bad call either returns NULL or fails with a clear error and a
 -- documented SQLSTATE; the server stays up through all of them (the last

@@ -3,7 +3,7 @@
 #
 # 043_fence_roles.pl -- the fence against roles that hold privileges but not
 # ownership, on a real standby, and through logical replication (DESIGN.md
-# F7, F9; issue 10 items 5-7 and 14).
+# F7, F9).
 #
 # 1. check_fence() needs EXECUTE, which PUBLIC lacks: a role without the
 #    grant cannot fence out a holder with a bare next_token(); a granted
@@ -28,7 +28,7 @@
 #    fences the writes).
 # 7. A role with only INSERT and UPDATE on a protected table cannot give a
 #    (temporary) view of it a default on the fence column, which would
-#    stand in for the token (review finding 1).
+#    stand in for the token.
 
 use strict;
 use warnings;
@@ -190,7 +190,7 @@ role_fails('intruder', q{SELECT fencing.check_fence('payments:batch-7', fencing.
 	'42501', 'an ungranted role in the updated database', 'from_10');
 
 #
-# 2. On a hot standby, check_fence() reports the standby first (item 14).
+# 2. On a hot standby, check_fence() reports the standby first.
 #
 $node->backup('backup');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
@@ -407,8 +407,8 @@ $sub->safe_psql('postgres', 'DROP SUBSCRIPTION fence_sub');
 $sub->stop;
 
 #
-# 7. A view's default on the fence column stands in for no token (review
-# finding 1): any role may create a temporary view of a table it writes.
+# 7. A view's default on the fence column stands in for no token: any role
+# may create a temporary view of a table it writes.
 #
 $node->safe_psql(
 	'postgres', q{

@@ -3,7 +3,7 @@
 #
 # 044_lock_delay_bypass.pl -- ways a lost holder's fencing.lock_delay was
 # skipped or cut short, and ways one role could stop other roles' locks
-# through the table of delays (review of src/lock_delay.c).
+# through the table of delays (src/locks/delay.c).
 #
 # - A session that created its first temporary table after its first
 #   fencing lock: core's RemoveTempRelationsCallback (a before_shmem_exit

@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# Property test of lock names at scale (issue 7): 100,000 random Unicode
+# Property test of lock names at scale: 100,000 random Unicode
 # strings from every plane (combining marks, white space, default
 # ignorables, cased and compatibility characters, anything else that is a
 # Unicode scalar value except NUL), loaded with one COPY and checked with one

@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# Privileges (issue 7).  An ordinary role (not superuser, not owner of the
+# Privileges.  An ordinary role (not superuser, not owner of the
 # extension) can take tokens and locks, use check_fence once it is granted
 # EXECUTE (PUBLIC lacks it: DESIGN.md F9, test/t/043_fence_roles.pl) and
 # read the monitoring views, but cannot move the counter, reset the

@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# Upgrade safety (issue 7).
+# Upgrade safety.
 #
 # 1. ALTER EXTENSION fencing UPDATE from 1.0 to the current version, and
 #    again at the current version (a no-op that says so): no error, and

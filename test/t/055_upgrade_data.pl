@@ -1,7 +1,7 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# Updating a 1.0 database that is in use (issue 13): 053 checks that the
+# Updating a 1.0 database that is in use: 053 checks that the
 # update builds the objects a fresh install builds, 052 that tokens survive
 # restarts; this one runs ALTER EXTENSION fencing UPDATE on a database that
 # holds what a 1.0 user had, while another session holds a lock, and checks:
@@ -30,7 +30,7 @@
 # the package upgrade and restart).  Tables are protected by 1.0's
 # fencing.protect() where the current library does what 1.0's did; on the
 # inheritance parent, the test runs the one statement 1.0's protect() ran
-# (src/fence_protect.c in 1.0), because the current library's protect()
+# (protect() of 1.0's library), because the current library's protect()
 # also protects the children, which 1.0's never did.
 
 use strict;

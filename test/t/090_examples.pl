@@ -7,8 +7,8 @@
 # transaction holds the lock under another spelling, stop on SQLSTATE FN001
 # when a newer holder has written the row, and stop on FN001 at
 # fencing.check_fence, before writing, when a newer holder is half way
-# through the run and has not reached the row yet (issue 14 section 3: a
-# row fence alone lets that write through).  Without the grant they fail at
+# through the run and has not reached the row yet (a row fence alone lets
+# that write through).  Without the grant they fail at
 # check_fence.  The demo's worker must compile, and examples/demo.sh must
 # run against a server named by PGHOST/PGPORT (its pods fenced out by
 # check_fence, also when one wakes in the middle of the new holder's run),
@@ -206,8 +206,9 @@ sub check_client
 	is(stale_rejections() - $rejected_before,
 		1, "$label: exactly one stale write was rejected (no retry)");
 
-	# 4. issue 14's interleaving: while the client pauses, a newer holder
-	#    checks the run's fence and bills account 1, its transaction open.
+	# 4. The interleaving a row fence alone misses: while the client
+	#    pauses, a newer holder checks the run's fence and bills account 1,
+	#    its transaction open.
 	#    The client, still believing it holds the run, writes account 2,
 	#    which the newer holder has not reached (its fence is not newer):
 	#    a row fence alone would take that write, and the newer holder would
