@@ -152,11 +152,7 @@ int64
 fencing_key_of_canonical(const char *buf, int len)
 {
 	return (int64) DatumGetUInt64(hash_any_extended((const unsigned char *) buf,
-#ifdef FENCING_MUTANT_LOCK_KEY_SEED
-													len, 1));
-#else
 													len, 0));
-#endif
 }
 
 /*
@@ -261,10 +257,8 @@ canonical_name_ascii(const char *name, int len, char *buf)
 			continue;
 		}
 		flush_pending_space(buf, &out, &pending_space);
-#ifndef FENCING_MUTANT_ASCII_NOT_FOLDED
 		if (c >= 'A' && c <= 'Z')
 			c += 'a' - 'A';
-#endif
 		if (out < FENCING_NAME_MAX_BYTES)
 			buf[out] = (char) c;
 		out++;
@@ -289,11 +283,7 @@ name_to_utf16(const char *name, int len, UChar *input_stack, int32_t *units)
 	UErrorCode	status = U_ZERO_ERROR;
 
 	/* to UTF-8, independent of the database encoding */
-#ifdef FENCING_MUTANT_NAME_IN_DATABASE_ENCODING
-	utf8 = (char *) name;
-#else
 	utf8 = pg_server_to_any(name, len, PG_UTF8);
-#endif
 	utf8_len = (utf8 == name) ? len : (int) strlen(utf8);
 
 	/* one UTF-16 code unit per UTF-8 byte is always enough */
@@ -366,11 +356,7 @@ write_canonical_utf8(const UChar *folded, int32_t folded_units, char *buf)
 					 errmsg("%s name is not valid Unicode", canonical_name_noun),
 					 errdetail("Normalisation produced the unpaired UTF-16 surrogate U+%04X.",
 							   (unsigned int) c)));
-#ifdef FENCING_MUTANT_ICU_ASCII_SPACE_ONLY
-		if (c == ' ')
-#else
 		if (u_isUWhiteSpace(c))
-#endif
 		{
 			pending_space = (out > 0);
 			continue;
@@ -427,11 +413,7 @@ get_nfkc_casefold(void)
 		UErrorCode	status = U_ZERO_ERROR;
 		const UNormalizer2 *normalizer;
 
-#ifdef FENCING_MUTANT_ICU_NFKC_WITHOUT_CASEFOLD
-		normalizer = unorm2_getNFKCInstance(&status);
-#else
 		normalizer = unorm2_getNFKCCasefoldInstance(&status);
-#endif
 		if (U_FAILURE(status))
 			ereport(ERROR,
 					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),

@@ -28,9 +28,6 @@
 void
 fencing_error_if_standby(const char *what)
 {
-#ifdef FENCING_MUTANT_NO_STANDBY_CHECK
-	return;
-#endif
 	if (unlikely(RecoveryInProgress()))
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),

@@ -206,11 +206,7 @@ fencing_check_fence(PG_FUNCTION_ARGS)
 				 errhint("Pass the token your lock call returned.")));
 
 	latest = fencing_read_latest_token();
-#ifdef FENCING_MUTANT_CHECK_FENCE_UNISSUED_ALLOWED
-	if (false)
-#else
 	if (token > latest)
-#endif
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("fencing.check_fence(): token " INT64_FORMAT " has not been issued", token),

@@ -152,9 +152,6 @@ fence_refuse_truncate(Oid relid)
 {
 	ListCell   *lc;
 
-#ifdef FENCING_MUTANT_TRUNCATE_ALLOWED
-	return;
-#endif
 	foreach(lc, fencing_fence_triggers(relid))
 	{
 		FenceTrigger *trigger = (FenceTrigger *) lfirst(lc);

@@ -143,12 +143,8 @@ extern void fencing_token_setting_init(void);
 static inline bool
 fencing_token_counts(void)
 {
-#ifdef FENCING_MUTANT_SESSION_TOKEN_COUNTS
-	return fencing_token_setting.is_set;
-#else
 	return fencing_token_setting.is_set &&
 		fencing_token_setting.lxid == FENCING_MY_LXID;
-#endif
 }
 
 /* ---------------------------------------------------------------------

@@ -122,11 +122,7 @@ fencing_fence_report_stale(Relation rel, const char *column, int64 stale,
 						   int64 current)
 {
 	ereport(ERROR,
-#ifdef FENCING_MUTANT_STALE_SQLSTATE_P0001
-			(errcode(ERRCODE_RAISE_EXCEPTION),
-#else
 			(errcode(ERRCODE_FENCING_STALE_TOKEN),
-#endif
 			 errmsg("stale fence token " INT64_FORMAT " for table %s",
 					stale, fencing_qualified_relname(rel)),
 			 errdetail("The row's fence column \"%s\" is already " INT64_FORMAT ", above the writer's token " INT64_FORMAT ".",

@@ -168,11 +168,7 @@ fence_token_check_hook(char **newval, void **extra, GucSource source)
 	if (!fence_token_parse(*newval, &value, &is_set))
 		return false;
 
-#ifdef FENCING_MUTANT_TOKEN_FROM_ANY_SOURCE
-	if (false)
-#else
 	if (is_set && source != PGC_S_SESSION)
-#endif
 	{
 		GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 		GUC_check_errmsg("fencing.token can only be set in the transaction that writes");

@@ -239,11 +239,7 @@ fence_check_trigger_protocol(FunctionCallInfo fcinfo)
 				 errdetail("Fences are checked on the table that stores the rows, not on a view."),
 				 errhint("Protect the underlying table with fencing.protect(table).")));
 
-#ifdef FENCING_MUTANT_AFTER_TRIGGER_ALLOWED
-	if (false)
-#else
 	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
-#endif
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("trigger \"%s\" on table \"%s\": fencing.reject_stale() must be fired BEFORE the write",
@@ -268,9 +264,6 @@ fence_check_issued(Relation rel, AttrNumber attnum, int64 token)
 {
 	int64		latest = 0;
 
-#ifdef FENCING_MUTANT_UNISSUED_FENCE_ALLOWED
-	return;
-#endif
 	if (likely(token >= 1))
 	{
 		latest = fencing_read_latest_token();
@@ -480,12 +473,8 @@ fence_on_insert(TriggerData *trigdata, const FenceTriggerCache *cache)
 	else
 	{
 		if (isnull)
-#ifdef FENCING_MUTANT_MISSING_TOKEN_ALLOWED
-			return PointerGetDatum(newtuple);
-#else
 			fencing_fence_report_missing(rel, fence_column(rel, attnum),
 										 FENCE_MISSING_WRITE, cache->mode);
-#endif
 		writer = DatumGetInt64(value);
 	}
 	fence_check_issued(rel, attnum, writer);
@@ -560,13 +549,7 @@ fence_on_update(TriggerData *trigdata, const FenceTriggerCache *cache)
 								 old_fence, &stamp);
 	fence_check_issued(rel, attnum, writer);
 
-#if defined(FENCING_MUTANT_TRIGGER_REJECTS_EQUAL)
-	if (writer <= old_fence)
-#elif defined(FENCING_MUTANT_TRIGGER_ALLOWS_STALE_UPDATE)
-	if (false)
-#else
 	if (writer < old_fence)
-#endif
 		return fence_stale(rel, cache, writer, old_fence);
 
 	fence_note_update(trigdata, has_token, writer);
@@ -592,9 +575,6 @@ fence_on_delete(TriggerData *trigdata, const FenceTriggerCache *cache)
 	bool		has_token = fencing_token_counts();
 	int64		writer;
 
-#ifdef FENCING_MUTANT_DELETE_UNCHECKED
-	return PointerGetDatum(oldtuple);
-#endif
 	if (!has_token && rel->rd_rel->relispartition &&
 		fence_start_move(trigdata, fence_column(rel, attnum)))
 		return PointerGetDatum(oldtuple);

@@ -666,9 +666,6 @@ lock_delay_shmem_startup(void)
 		int			restored = 0;
 		int			i;
 
-#ifdef FENCING_MUTANT_LOCK_DELAY_FILE_IGNORED
-		carried_valid = true;
-#endif
 		if (!carried_valid)
 			lock_delay_file_read();
 		for (i = 0; i < carried_count; i++)
@@ -751,11 +748,7 @@ lock_delay_postmaster_exit(int code, Datum arg)
 		if (delay_sanitize(&delay, now))
 			carry(&delay);
 	}
-#ifdef FENCING_MUTANT_LOCK_DELAY_CRASH_FORGOTTEN
-	(void) carry_held;
-#else
 	fencing_lock_registry_held_locks(carry_held);
-#endif
 	carried_valid = true;
 
 	lock_delay_file_write();

@@ -65,9 +65,6 @@ fencing_held_again(const LockRequest *req)
 {
 	HeldLock   *h = fencing_held_find(req->key, false);
 
-#ifdef FENCING_MUTANT_REACQUIRE_NEW_TOKEN
-	return NULL;
-#endif
 	if (h != NULL)
 	{
 		fencing_check_own_name(h, req);
@@ -113,24 +110,13 @@ fencing_attempt(const LockRequest *req)
 	{
 		uint32		now;
 
-#ifdef FENCING_MUTANT_TRY_LOCK_IGNORES_BUSY
-		return true;
-#endif
-#ifdef FENCING_MUTANT_LOCK_SESSION_SCOPED
-		if (LockAcquire(&req->tag, req->lockmode, true, true) !=
-			LOCKACQUIRE_NOT_AVAIL)
-			return true;
-#else
 		if (LockAcquire(&req->tag, req->lockmode, false, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
 			return fencing_give_back_if_delayed(&req->tag, req->lockmode,
 												req->key, 0) == 0;
-#endif
 
-#ifndef FENCING_MUTANT_COLLISION_UNREPORTED
 		fencing_lock_registry_check_collision(req->key, req->name,
 											  req->namelen);
-#endif
 		now = fencing_lock_registry_releases(req->key);
 		if (now == releases)
 			return false;

@@ -547,9 +547,6 @@ start_exit_delays(void)
 		(fencing_lease_idle_timer_fired() ||
 		 get_timeout_indicator(IDLE_IN_TRANSACTION_SESSION_TIMEOUT, false)))
 		fencing_stat_add(FENCING_STAT_LEASES_EXPIRED, 1);
-#ifdef FENCING_MUTANT_LOCK_DELAY_NOT_STARTED
-	return;
-#endif
 	for (i = 0; i < fencing_held.count; i++)
 	{
 		FencingLockDelay delay;

@@ -697,9 +697,7 @@ static void
 ceiling_rearm(void)
 {
 	core_timer_rearm();
-#ifndef FENCING_MUTANT_CEILING_TIMER_KEPT_AFTER_ROLLBACK
 	termination_timer_sync();
-#endif
 }
 
 /*
@@ -737,11 +735,7 @@ fencing_lease_ceiling_set(const char *name, int namelen, int max_hold_ms)
 	}
 
 	/* an older ceiling that comes first outlives this one: nothing to do */
-#ifdef FENCING_MUTANT_CEILING_LATER_LONGER_WINS
-	if (false)
-#else
 	if (ceiling_count > 0 && ceilings[ceiling_count - 1].deadline <= deadline)
-#endif
 		return;
 
 	if (ceiling_count == ceiling_capacity)
@@ -846,10 +840,6 @@ ceiling_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-#ifdef FENCING_MUTANT_CEILING_NOT_DISARMED_AT_COMMIT
-			ceiling_count = 0;
-			break;
-#endif
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
@@ -889,11 +879,9 @@ ceiling_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		int			before = ceiling_count;
 
-#ifndef FENCING_MUTANT_CEILING_KEPT_AFTER_ROLLBACK
 		while (ceiling_count > 0 &&
 			   ceilings[ceiling_count - 1].subid >= mySubid)
 			ceiling_count--;
-#endif
 		if (ceiling_count != before)
 			ceiling_rearm();
 		else

@@ -429,9 +429,6 @@ fencing_check_own_name(const HeldLock *h, const LockRequest *req)
 static inline TimestampTz
 fencing_delay_in_force(int64 key, int permit)
 {
-#ifdef FENCING_MUTANT_LOCK_DELAY_IGNORED
-	return 0;
-#endif
 	return fencing_lock_delay_refuses(key, permit);
 }
 
@@ -467,9 +464,6 @@ fencing_grant(const LockRequest *req, bool after_wait)
 {
 	int64		token = fencing_issue_token();
 
-#ifdef FENCING_MUTANT_LOCK_GRANT_ASSIGNS_XID
-	(void) GetCurrentTransactionId();
-#endif
 	fencing_lock_registry_grant(fencing_pending.slot, token, after_wait);
 	return fencing_hold_pending(req, token);
 }

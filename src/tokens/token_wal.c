@@ -157,9 +157,6 @@ tokens_shmem_startup(void)
 
 		memset(state, 0, sizeof(FencingTokenState));
 		fencing_state_file_load(state, clock_tolerance_ms);
-#ifdef FENCING_MUTANT_STARTUP_IGNORES_STATE_FILE
-		state->file_limit = 0;
-#endif
 		pg_atomic_init_u64(&state->counter, state->file_limit);
 		pg_atomic_init_u64(&state->limit, state->file_limit);
 		state->lock = &(GetNamedLWLockTranche("fencing_tokens"))->lock;
@@ -218,11 +215,7 @@ fresh_start_reason(FreshStartReason reason)
 static void
 make_fresh_start(FencingTokenState *state, uint64 clock)
 {
-#ifdef FENCING_MUTANT_FRESH_START_AT_CLOCK
-	uint64		floor = clock;
-#else
 	uint64		floor = clock + FENCING_LEAD_BOUND + clock_tolerance();
-#endif
 
 	fencing_raise_atomic(&state->counter, floor);
 	state->fresh_start = false;
@@ -244,12 +237,8 @@ check_timeline_once(FencingTokenState *state)
 {
 	if (state->timeline_checked)
 		return;
-#ifdef FENCING_MUTANT_NO_FRESH_START_ON_NEW_TIMELINE
-	if (false)
-#else
 	if (!state->fresh_start &&
 		state->file_timeline != GetWALInsertionTimeLine())
-#endif
 	{
 		state->fresh_start = true;
 		state->fresh_reason = FRESH_OTHER_TIMELINE;
@@ -332,11 +321,7 @@ write_reservation(FencingTokenState *state, uint64 target)
 
 	if (state->file_limit < target || state->file_timeline != timeline)
 	{
-#ifdef FENCING_MUTANT_STATE_FILE_PREVIOUS_LIMIT
-		(void) fencing_state_file_write(state->pending_limit, timeline, ERROR);
-#else
 		(void) fencing_state_file_write(target, timeline, ERROR);
-#endif
 		state->file_limit = target;
 		state->file_timeline = timeline;
 	}
@@ -407,9 +392,6 @@ fencing_reserve_tokens(uint64 needed)
 			clock_wait = plan_reservation(state, needed, &target);
 			if (clock_wait == 0)
 			{
-#ifdef FENCING_MUTANT_PUBLISH_BEFORE_FLUSH
-				fencing_raise_atomic(&state->limit, target);
-#endif
 				lsn = write_reservation(state, target);
 				wrote = true;
 			}
@@ -499,9 +481,6 @@ reservation_redo(XLogReaderState *record)
 	uint64		limit = reservation_limit(record);
 	TimeLineID	timeline;
 
-#ifdef FENCING_MUTANT_REDO_NOOP
-	return;
-#endif
 	(void) GetCurrentReplayRecPtr(&timeline);
 	if (state->fresh_start)
 		timeline = 0;

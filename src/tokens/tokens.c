@@ -22,14 +22,6 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
-#ifdef FENCING_MUTANT_TOKEN_ASSIGNS_XID
-#include "access/xact.h"
-#endif
-#ifdef FENCING_MUTANT_TOKEN_FLUSHES_WAL
-#include "access/xlog.h"
-#include "access/xloginsert.h"
-#include "catalog/pg_control.h"
-#endif
 
 #include "tokens/tokens.h"
 
@@ -50,33 +42,9 @@ fencing_issue_token(void)
 
 	fencing_error_if_standby("fencing.next_token()");
 
-#ifdef FENCING_MUTANT_TOKEN_BACKEND_CACHE
-	{
-		static uint64 cached_next = 0,
-					cached_end = 0;
-
-		if (cached_next < cached_end)
-			return (int64) ++cached_next;
-		cached_end = pg_atomic_add_fetch_u64(&fencing_token_state->counter, 1000);
-		fencing_reserve_tokens(cached_end);
-		cached_next = cached_end - 999;
-		return (int64) cached_next;
-	}
-#endif
 	for (;;)
 	{
-#ifdef FENCING_MUTANT_TOKEN_ASSIGNS_XID
-		(void) GetCurrentTransactionId();
-#endif
 		token = pg_atomic_add_fetch_u64(&fencing_token_state->counter, 1);
-#ifdef FENCING_MUTANT_TOKEN_FLUSHES_WAL
-		if (token % 100 == 0)
-		{
-			XLogBeginInsert();
-			XLogRegisterData((char *) &token, sizeof(token));
-			XLogFlush(XLogInsert(RM_XLOG_ID, XLOG_NOOP));
-		}
-#endif
 		if (likely(token <= pg_atomic_read_u64(&fencing_token_state->limit)))
 			break;
 

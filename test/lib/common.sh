@@ -87,7 +87,7 @@ detect_postgres
 # One line each: group | what | check | Debian packages.  Groups:
 #   server  the PostgreSQL under test        build   compiling the extension
 #   client  libpq programs (examples/)       suites  make test's suites
-#   chaos   the Patroni failover suite
+#   chaos   the Patroni failover suite       mutants make test-mutants
 # Checks: x:FILE is executable, f:FILE exists, cmd:NAME is on the test
 # user's PATH, sh:COMMAND succeeds (with the test user's PATH).  Packages:
 # the first one apt can install ("pkg-config pkgconf": bookworm has the
@@ -106,6 +106,7 @@ build|pkg-config|cmd:pkg-config|pkg-config pkgconf
 build|ICU for pkg-config (icu-uc icu-i18n)|sh:pkg-config --exists icu-uc icu-i18n|libicu-dev
 build|PGXS (pgxs.mk)|f:$PG_PKGLIBDIR/pgxs/src/makefiles/pgxs.mk|postgresql-client-$PG_MAJOR
 build|server headers (postgres.h)|f:$PG_INCLUDEDIR_SERVER/postgres.h|postgresql-server-dev-$PG_MAJOR
+mutants|patch (applies test/mutants/*.patch)|cmd:patch|patch
 client|gcc|cmd:gcc|gcc
 client|psql|cmd:psql|postgresql-client
 client|libpq headers (libpq-fe.h)|f:$PG_INCLUDEDIR/libpq-fe.h|libpq-dev

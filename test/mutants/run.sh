@@ -7,20 +7,17 @@
 #   test/mutants/run.sh                 every mutant in test/mutants/mutants.txt
 #   test/mutants/run.sh NAME [NAME...]  only these (MUTANTS="..." from make)
 #
-# A mutant is one of two kinds (test/mutants/README.md):
-#   - an "#ifdef FENCING_MUTANT_<NAME>" in src/, compiled in with
-#     COPT=-DFENCING_MUTANT_<NAME> (only the files that mention it are
-#     rebuilt);
-#   - test/mutants/<NAME>.patch, applied with patch -p1 to a copy of the
-#     tree (for what is not C: the install scripts).
+# A mutant is test/mutants/<NAME>.patch (test/mutants/README.md), applied
+# with patch -p1 to a copy of the tree; nothing in src/ exists for it.
 # Each is built with WERROR=1, installed into the server under test, and the
 # suite and files that mutants.txt names for it run through test/run_all.sh,
 # all from one copy of the tree taken at the start (editing the tree during
 # a run changes nothing in it).
 # A failing run kills the mutant; a passing one means the tests of that
-# clause are weak.  A mutant that is missing from src/, does not apply, does
-# not build, or builds into the same fencing.so as the unmutated tree counts
-# as SURVIVED too: a mutant never silently drops out.
+# clause are weak.  A mutant whose patch is missing or does not apply, that
+# does not build, or that builds into the same fencing.so as the unmutated
+# tree (when it changes C) counts as SURVIVED too: a mutant never silently
+# drops out.
 #
 # One line per mutant ("killed" or "SURVIVED", its name, its clause, the
 # suite and files expected to kill it, the seconds it took), then
@@ -40,6 +37,12 @@ LIST=$MUTANTS_DIR/mutants.txt
 
 # shellcheck source=test/lib/common.sh
 . "$ROOT/test/lib/common.sh"
+
+# What building and patching the mutants runs (patch among it); as root,
+# what is missing is installed, as test/run_all.sh does for the suites.
+if ! ensure_requirements server build mutants; then
+	exit 1
+fi
 
 # One run of the suites at a time on this machine: every install into the
 # server and the suites run against it happen under the lock that
@@ -106,13 +109,21 @@ while IFS= read -r line; do
 	ORDER+=("$name")
 done <"$LIST"
 
-# Every #ifdef in src/ has a line, so that no mutant is forgotten.
+# Every patch has a line, so that no mutant is forgotten; and src/ holds
+# no mutant of its own.
 UNLISTED=()
-while IFS= read -r name; do
+for patch in "$MUTANTS_DIR"/*.patch; do
+	[ -e "$patch" ] || continue
+	name=$(basename "$patch" .patch)
 	[ -n "${SUITE[$name]+set}" ] || UNLISTED+=("$name")
-done < <(grep -ohE 'FENCING_MUTANT_[A-Z0-9_]+' "$ROOT"/src/*/*.[ch] | sed 's/^FENCING_MUTANT_//' | sort -u)
+done
 if [ ${#UNLISTED[@]} -gt 0 ]; then
-	echo "mutants in src/ without a line in test/mutants/mutants.txt: ${UNLISTED[*]}" >&2
+	echo "patches in test/mutants/ without a line in test/mutants/mutants.txt: ${UNLISTED[*]}" >&2
+	exit 2
+fi
+if grep -rlE 'FENCING_MUTANT_[A-Z0-9_]+' "$ROOT"/src >/dev/null 2>&1; then
+	echo "src/ has FENCING_MUTANT_* code; a mutant is a patch under test/mutants/:" >&2
+	grep -rlE 'FENCING_MUTANT_[A-Z0-9_]+' "$ROOT"/src >&2
 	exit 2
 fi
 
@@ -166,9 +177,6 @@ restore()
 	local rc=0
 
 	trap - EXIT
-	if [ -n "${MUTANT_OBJECTS+set}" ] && [ ${#MUTANT_OBJECTS[@]} -gt 0 ]; then
-		rm -f "${MUTANT_OBJECTS[@]}" "$BUILD/fencing.so"
-	fi
 	if ! install_unmutated; then
 		cat "$LOGS/build.log"
 		echo "the unmutated build could not be installed again: run 'make install'" >&2
@@ -196,63 +204,44 @@ UNMUTATED_HASH=$(stripped_hash "$BUILD/fencing.so")
 
 # --- one mutant --------------------------------------------------------------------
 
-# Build and install mutant $1; on failure set WHY and return 1.  Leaves
-# the tree to build next in $MUTANT_TREE and the object files to rebuild
-# afterwards in MUTANT_OBJECTS.
+# Build mutant $1 in a patched copy of the unmutated build; on failure set
+# WHY and return 1.  Leaves the tree to install in $MUTANT_TREE.
 build_mutant()
 {
-	local name=$1 log=$LOGS/$1.log sources=() src
+	local name=$1 log=$LOGS/$1.log
 
-	MUTANT_TREE=$BUILD
-	MUTANT_OBJECTS=()
-	if [ -f "$MUTANTS_DIR/$name.patch" ]; then
-		MUTANT_TREE=$SCRATCH/patched
-		rm -rf "$MUTANT_TREE"
-		cp -a "$BUILD" "$MUTANT_TREE"
-		if ! patch -d "$MUTANT_TREE" -p1 --forward --batch <"$MUTANTS_DIR/$name.patch" >"$log" 2>&1 9>&-; then
-			WHY="does not apply (test/mutants/$name.patch)"
-			return 1
-		fi
-		find "$MUTANT_TREE" -name '*.orig' -delete
-		if ! "${MAKE[@]}" -C "$MUTANT_TREE" >>"$log" 2>&1 9>&-; then
-			WHY="does not build"
-			return 1
-		fi
-	else
-		mapfile -t sources < <(grep -lw "FENCING_MUTANT_$name" "$BUILD"/src/*/*.[ch] || true)
-		if [ ${#sources[@]} -eq 0 ]; then
-			WHY="no #ifdef FENCING_MUTANT_$name in src/"
-			return 1
-		fi
-		for src in "${sources[@]}"; do
-			if [[ $src == *.h ]]; then
-				mapfile -t MUTANT_OBJECTS < <(ls "$BUILD"/src/*/*.o)
-				break
-			fi
-			MUTANT_OBJECTS+=("${src%.c}.o")
-		done
-		# PGXS declares every target .SECONDARY: a missing object file is
-		# rebuilt only when fencing.so has to be
-		rm -f "${MUTANT_OBJECTS[@]}" "$BUILD/fencing.so"
-		if ! "${MAKE[@]}" -C "$BUILD" COPT="-DFENCING_MUTANT_$name" >"$log" 2>&1 9>&-; then
-			WHY="does not build"
-			return 1
-		fi
+	MUTANT_TREE=$SCRATCH/patched
+	rm -rf "$MUTANT_TREE"
+	if [ ! -f "$MUTANTS_DIR/$name.patch" ]; then
+		WHY="has no patch (test/mutants/$name.patch)"
+		return 1
+	fi
+	cp -a "$BUILD" "$MUTANT_TREE"
+	if ! patch -d "$MUTANT_TREE" -p1 --forward --batch <"$MUTANTS_DIR/$name.patch" >"$log" 2>&1 9>&-; then
+		WHY="does not apply (test/mutants/$name.patch)"
+		return 1
+	fi
+	find "$MUTANT_TREE" -name '*.orig' -delete
+	# a patched header is seen only by objects built again: all of them
+	# (PGXS declares every target .SECONDARY, so fencing.so goes too)
+	if grep -q '^+++ b/src/.*\.h' "$MUTANTS_DIR/$name.patch"; then
+		rm -f "$MUTANT_TREE"/src/*/*.o "$MUTANT_TREE/fencing.so"
+	fi
+	if ! "${MAKE[@]}" -C "$MUTANT_TREE" >>"$log" 2>&1 9>&-; then
+		WHY="does not build"
+		return 1
 	fi
 	if [ "$(stripped_hash "$MUTANT_TREE/fencing.so")" = "$UNMUTATED_HASH" ] &&
-		[ ! -f "$MUTANTS_DIR/$name.patch" ]; then
+		grep -q '^+++ b/src/' "$MUTANTS_DIR/$name.patch"; then
 		WHY="builds into the unmutated fencing.so"
 		return 1
 	fi
 	return 0
 }
 
-# Undo build_mutant: the next build starts from the unmutated objects.
+# Undo build_mutant: the next mutant starts from the unmutated build.
 forget_mutant()
 {
-	if [ ${#MUTANT_OBJECTS[@]} -gt 0 ]; then
-		rm -f "${MUTANT_OBJECTS[@]}" "$BUILD/fencing.so"
-	fi
 	rm -rf "$SCRATCH/patched"
 }
 
