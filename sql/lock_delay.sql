@@ -26,6 +26,17 @@ ROLLBACK;
 -- Nor can a role or a database carry it (those take effect in a session).
 ALTER ROLE CURRENT_USER SET fencing.lock_delay = '1s';
 \echo sqlstate: :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT never
+DO $$BEGIN
+	EXECUTE format('ALTER DATABASE %I SET fencing.lock_delay = ''1s''',
+				   current_database());
+END$$;
+\set SHOW_CONTEXT errors
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+RESET fencing.lock_delay;
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+-- Each of those says where the setting is changed; set_config() does not
+-- come through a statement fencing sees and keeps PostgreSQL's message.
 
 -- ALTER SYSTEM is for a superuser (or a role granted ALTER SYSTEM on it),
 -- and the value is bounded.  (The range in the message is written
