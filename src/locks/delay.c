@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "pgstat.h"
 #include "port/atomics.h"
 #include "port/pg_crc32c.h"
@@ -1109,4 +1110,35 @@ fencing_clear_lock_delays(PG_FUNCTION_ARGS)
 	}
 	LWLockRelease(delays->lock);
 	PG_RETURN_INT32(cleared);
+}
+
+/*
+ * SET, SET LOCAL, RESET, ALTER ROLE ... SET and ALTER DATABASE ... SET of
+ * fencing.lock_delay: PostgreSQL refuses them with a bare "cannot be
+ * changed now"; refuse them first with the same SQLSTATE and say where
+ * the setting is changed.  set_config() does not come through here and
+ * keeps PostgreSQL's message.
+ */
+void
+fencing_lock_delay_refuse_set(Node *stmt)
+{
+	VariableSetStmt *set = NULL;
+
+	if (IsA(stmt, VariableSetStmt))
+		set = (VariableSetStmt *) stmt;
+	else if (IsA(stmt, AlterRoleSetStmt))
+		set = ((AlterRoleSetStmt *) stmt)->setstmt;
+	else if (IsA(stmt, AlterDatabaseSetStmt))
+		set = ((AlterDatabaseSetStmt *) stmt)->setstmt;
+
+	if (set == NULL || set->name == NULL ||
+		pg_strcasecmp(set->name, "fencing.lock_delay") != 0 ||
+		set->kind == VAR_RESET_ALL)
+		return;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM),
+			 errmsg("parameter \"fencing.lock_delay\" cannot be changed now"),
+			 errdetail("fencing.lock_delay is the same for every session of the cluster, so that a holder cannot turn off the delay its own loss would start."),
+			 errhint("A superuser changes it with ALTER SYSTEM SET fencing.lock_delay = '5s' and then SELECT pg_reload_conf(), or in postgresql.conf.")));
 }

@@ -189,6 +189,7 @@ lock_delay_table_scratch(LockDelayTable *table, int capacity)
 
 extern pg_atomic_uint32 *fencing_lock_delay_count;
 extern void fencing_lock_delay_init(void);
+extern void fencing_lock_delay_refuse_set(Node *stmt);
 extern void fencing_lock_delay_start(const FencingLockDelay *held);
 extern TimestampTz fencing_lock_delay_until(int64 key, int permit);
 extern void fencing_lock_delay_sleep(TimestampTz until, TimestampTz deadline);

@@ -152,8 +152,9 @@ statement_ExecutorFinish(QueryDesc *queryDesc)
 
 /*
  * ProcessUtility: count the level (CALL and DO run their statements one
- * level down), and let the fence layer look at DDL before and after it
- * runs.
+ * level down), let the lock layer refuse a session's change of
+ * fencing.lock_delay with a hint, and let the fence layer look at DDL
+ * before and after it runs.
  */
 static void
 statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -163,6 +164,7 @@ statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 {
 	FencingStatementState saved;
 
+	fencing_lock_delay_refuse_set(pstmt->utilityStmt);
 	fencing_fence_utility_before(pstmt);
 
 	if (fencing_statement.depth == 0)
