@@ -76,6 +76,21 @@ WITH s AS (UPDATE sp SET amount = amount, fence = fence WHERE id = 3 RETURNING *
 SELECT 1 AS one;
 SELECT * FROM placement;
 
+-- the same UPDATE moves a row of the unprotected partition into a fenced
+-- one, with the fence the row moving out has: that row's INSERT is not
+-- the INSERT half of the other's move (sp_live's rows are updated first)
+SELECT reset_rows();
+INSERT INTO sp SELECT 2, 200, fence FROM sp WHERE id = 1;
+UPDATE sp SET id = CASE id WHEN 1 THEN 2 ELSE 4 END, fence = fence
+WHERE id IN (1, 2);
+SELECT * FROM placement;
+SELECT reset_rows();
+INSERT INTO sp SELECT 2, 200, fence FROM sp WHERE id = 1;
+WITH m AS (UPDATE sp SET id = CASE id WHEN 1 THEN 2 ELSE 4 END, fence = fence
+		   WHERE id IN (1, 2) RETURNING *)
+SELECT 1 AS one;
+SELECT * FROM placement;
+
 -- a decoy INSERT into another protected table, fed by the moving UPDATE,
 -- with the fence the UPDATE gave the row
 SELECT reset_rows();
