@@ -65,6 +65,7 @@
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/execdesc.h"
 #include "nodes/bitmapset.h"
 #include "nodes/execnodes.h"
@@ -94,8 +95,12 @@ PG_FUNCTION_INFO_V1(fencing_reject_stale);
  *	- fence_moving_row is that move from then on: leaving the fence is a
  *	  DELETE, which needs fencing.token, unless the row lands in a partition
  *	  that fences it with the same column.  Only an INSERT by the same node
- *	  (its own result relations, or the partitions it routes to) claims the
- *	  row.  A move nobody claimed by the next move of the statement, or by
+ *	  (its own result relations, or the partitions it routes to), fired
+ *	  while that node still works on the moving row, claims the row: the
+ *	  node resets its per-tuple memory before each row it fetches, and a
+ *	  callback on that reset ends the claim, so another row the same UPDATE
+ *	  moves into a fenced partition is never taken for the move's INSERT
+ *	  half.  A move nobody claimed by the next move of the statement, or by
  *	  the end of the ExecutorRun or ExecutorFinish it ran in
  *	  (fencing_fence_run_end), went to an unfenced partition, and the
  *	  statement fails.
@@ -130,6 +135,8 @@ static struct
 	Oid			relid;			/* the partition the row left */
 	int64		fence;
 	NameData	column;
+	uint32		generation;		/* which move the reset callback is for */
+	bool		row_done;		/* the node went on to another row */
 } fence_moving_row;
 
 static void fence_xact_callback(XactEvent event, void *arg);
@@ -341,6 +348,34 @@ fencing_fence_run_end(void)
 }
 
 /*
+ * The moving UPDATE's node reset its per-tuple memory to fetch its next
+ * row: from now on no INSERT is the INSERT half of the move this callback
+ * was registered for.
+ */
+static void
+fence_moving_row_done(void *arg)
+{
+	if (fence_moving_row.generation == (uint32) (uintptr_t) arg)
+		fence_moving_row.row_done = true;
+}
+
+/*
+ * Be told when node goes on to its next row (see fence_moving_row_done).
+ * The callback lives in the memory it watches, which is reset with it.
+ */
+static void
+fence_watch_moving_row(ModifyTableState *node)
+{
+	MemoryContext cxt = GetPerTupleMemoryContext(node->ps.state);
+	MemoryContextCallback *cb;
+
+	cb = MemoryContextAlloc(cxt, sizeof(MemoryContextCallback));
+	cb->func = fence_moving_row_done;
+	cb->arg = (void *) (uintptr_t) fence_moving_row.generation;
+	MemoryContextRegisterResetCallback(cxt, cb);
+}
+
+/*
  * A DELETE without fencing.token fires this trigger on a partition: when
  * it is the DELETE half of a row that the last UPDATE let through is
  * moving (same transaction, command, level and result relation, same row,
@@ -373,6 +408,9 @@ fence_start_move(TriggerData *trigdata, const char *column)
 	fence_moving_row.relid = RelationGetRelid(trigdata->tg_relation);
 	fence_moving_row.fence = fence_last_update.fence;
 	namestrcpy(&fence_moving_row.column, column);
+	fence_moving_row.generation++;
+	fence_moving_row.row_done = false;
+	fence_watch_moving_row(node);
 	fence_last_update.trigger = NULL;
 	return true;
 }
@@ -380,15 +418,17 @@ fence_start_move(TriggerData *trigdata, const char *column)
 /*
  * An INSERT fires this trigger while a row is moving out of a protected
  * partition: when it is the INSERT half of that move (same transaction and
- * level, fired by the moving UPDATE's own node, with the fence the UPDATE
- * gave the row, into a fence column of the same name, as partitions map
- * columns by name), the row stays fenced and the move is settled.
+ * level, fired by the moving UPDATE's own node before it went on to
+ * another row, with the fence the UPDATE gave the row, into a fence column
+ * of the same name, as partitions map columns by name), the row stays
+ * fenced and the move is settled.
  */
 static void
 fence_claim_moving_row(Trigger *trigger, bool isnull, Datum value,
 					   const char *column)
 {
 	if (fence_moving_row.lxid == FENCING_MY_LXID &&
+		!fence_moving_row.row_done &&
 		fence_moving_row.depth == fencing_statement_depth() &&
 		!isnull && DatumGetInt64(value) == fence_moving_row.fence &&
 		strcmp(NameStr(fence_moving_row.column), column) == 0 &&
