@@ -1139,6 +1139,6 @@ fencing_lock_delay_refuse_set(Node *stmt)
 	ereport(ERROR,
 			(errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM),
 			 errmsg("parameter \"fencing.lock_delay\" cannot be changed now"),
-			 errdetail("fencing.lock_delay is the same for every session of the cluster, so that a holder cannot turn off the delay its own loss would start."),
-			 errhint("A superuser changes it with ALTER SYSTEM SET fencing.lock_delay = '5s' and then SELECT pg_reload_conf(), or in postgresql.conf.")));
+			 errdetail("The delay is the same for every session, so that a holder cannot switch off the delay its own loss would start."),
+			 errhint("Set fencing.lock_delay in postgresql.conf or with ALTER SYSTEM, then reload the configuration (SELECT pg_reload_conf()).")));
 }
