@@ -1,0 +1,86 @@
+/*-------------------------------------------------------------------------
+ *
+ * use_lease.c
+ *		fencing.use_lease(name, token): the first statement of each
+ *		transaction of a lease holder's work.
+ *
+ * A job that holds a lease (locks/leases.c) commits its work in batches;
+ * each batch must prove, in its own transaction, that the lease is still
+ * its own, and must be rejected by the resource once a newer holder has
+ * come.  use_lease() does both in one round trip: it renews the lease
+ * (FN004 when it is not held with the token), raises the resource fence
+ * of the lease's name to the token as fencing.check_fence(name, token)
+ * does (FN001 when a newer holder passed it), and sets this transaction's
+ * fencing.token as fencing.set_token() does, so that the batch's writes to
+ * protected tables carry the token.
+ *
+ * The fence is raised through fencing.check_fence() itself, called by its
+ * OID: the same right decides (EXECUTE, which PUBLIC lacks, F9), and the
+ * same SECURITY DEFINER code writes the watermark.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/fence/use_lease.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/acl.h"
+
+#include "fence/fence.h"
+
+PG_FUNCTION_INFO_V1(fencing_use_lease);
+
+/*
+ * The OID of fencing.check_fence(text, bigint), which the caller must be
+ * allowed to execute: use_lease() raises the fence through it, so the
+ * same right (F9) and the same code decide.
+ */
+static Oid
+check_fence_function(void)
+{
+	Oid			argtypes[2] = {TEXTOID, INT8OID};
+	Oid			fnoid;
+	AclResult	aclresult;
+
+	fnoid = LookupFuncName(list_make2(makeString("fencing"),
+									  makeString("check_fence")),
+						   2, argtypes, false);
+	aclresult = fencing_function_aclcheck(fnoid, GetUserId());
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, "fencing.check_fence");
+	return fnoid;
+}
+
+/*
+ * SQL: fencing.use_lease(name, token).  The first statement of each
+ * transaction of the holder's work: FN004 unless the lease is held with
+ * token; renews it; raises the resource fence of name to token, as
+ * check_fence(name, token) does (FN001 when a newer holder passed it); and
+ * sets this transaction's fencing.token.  Returns the token.
+ */
+Datum
+fencing_use_lease(PG_FUNCTION_ARGS)
+{
+	int64		token;
+
+	fencing_error_if_standby("fencing.use_lease()");
+	if (fencing_outside_transaction_block())
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				 errmsg("fencing.use_lease() can only be used in transaction blocks"),
+				 errdetail("It raises the resource fence and sets fencing.token for the transaction that does the work; outside a transaction block that transaction ends with the statement."),
+				 errhint("Start each batch with BEGIN, call fencing.use_lease() first, do the work, then COMMIT.")));
+
+	(void) fencing_lease_renew_for_use(fcinfo, &token);
+	(void) OidFunctionCall2(check_fence_function(), PG_GETARG_DATUM(0),
+							Int64GetDatum(token));
+	(void) DirectFunctionCall1(fencing_set_token, Int64GetDatum(token));
+	PG_RETURN_INT64(token);
+}
