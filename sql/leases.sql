@@ -228,10 +228,14 @@ COMMIT;
 RESET SESSION AUTHORIZATION;
 REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM regress_lease_worker;
 SET SESSION AUTHORIZATION regress_lease_worker;
+-- Without that right use_lease is refused before it touches the lease, and
+-- says what is missing and which GRANT gives it.
+SELECT renewed_at AS worker_renewed FROM fencing.leases WHERE name = 'worker lease' \gset
 BEGIN;
 SELECT fencing.use_lease('worker lease', :w);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 ROLLBACK;
+SELECT renewed_at = :'worker_renewed' AS not_renewed FROM fencing.leases WHERE name = 'worker lease';
 SELECT fencing.release_lease('worker lease', :w) AS released;
 RESET SESSION AUTHORIZATION;
 SELECT fencing.break_lease('Nightly Invoices') = :t AS broken_token;
