@@ -32,6 +32,7 @@
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 
 #include "fence/fence.h"
 
@@ -40,22 +41,32 @@ PG_FUNCTION_INFO_V1(fencing_use_lease);
 /*
  * The OID of fencing.check_fence(text, bigint), which the caller must be
  * allowed to execute: use_lease() raises the fence through it, so the
- * same right (F9) and the same code decide.
+ * same right (F9) and the same code decide.  Checked before the lease is
+ * touched, and refused in use_lease()'s own terms: the caller asked for
+ * use_lease(), and must learn which right it lacks and how to get it.
  */
 static Oid
 check_fence_function(void)
 {
 	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Oid			fnoid;
-	AclResult	aclresult;
+	Oid			roleid = GetUserId();
+	const char *role;
 
 	fnoid = LookupFuncName(list_make2(makeString("fencing"),
 									  makeString("check_fence")),
 						   2, argtypes, false);
-	aclresult = fencing_function_aclcheck(fnoid, GetUserId());
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_FUNCTION, "fencing.check_fence");
-	return fnoid;
+	if (fencing_function_aclcheck(fnoid, roleid) == ACLCHECK_OK)
+		return fnoid;
+	role = GetUserNameFromId(roleid, false);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to raise the resource fence of a lease"),
+			 errdetail("fencing.use_lease() raises the resource fence of the lease's name as fencing.check_fence() does, and role \"%s\" may not execute fencing.check_fence(text, bigint).",
+					   role),
+			 errhint("Grant that right to the role that holds the lease: GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO %s;",
+					 quote_identifier(role))));
+	return InvalidOid;			/* keep the compiler quiet */
 }
 
 /*
@@ -69,6 +80,7 @@ Datum
 fencing_use_lease(PG_FUNCTION_ARGS)
 {
 	int64		token;
+	Oid			check_fence;
 
 	fencing_error_if_standby("fencing.use_lease()");
 	if (fencing_outside_transaction_block())
@@ -78,8 +90,10 @@ fencing_use_lease(PG_FUNCTION_ARGS)
 				 errdetail("It raises the resource fence and sets fencing.token for the transaction that does the work; outside a transaction block that transaction ends with the statement."),
 				 errhint("Start each batch with BEGIN, call fencing.use_lease() first, do the work, then COMMIT.")));
 
+	check_fence = check_fence_function();
+
 	(void) fencing_lease_renew_for_use(fcinfo, &token);
-	(void) OidFunctionCall2(check_fence_function(), PG_GETARG_DATUM(0),
+	(void) OidFunctionCall2(check_fence, PG_GETARG_DATUM(0),
 							Int64GetDatum(token));
 	(void) DirectFunctionCall1(fencing_set_token, Int64GetDatum(token));
 	PG_RETURN_INT64(token);
