@@ -14,6 +14,13 @@
  * fencing.token as fencing.set_token() does, so that the batch's writes to
  * protected tables carry the token.
  *
+ * The raised fence keeps its row of fencing.resource_fences locked until
+ * the batch's transaction ends, so for the rest of that transaction the
+ * holder may sit idle for at most the lease's ttl, as in a transaction
+ * that holds fencing.lease() (locks/tx_lease.c): a holder frozen in the
+ * middle of a batch has its session ended and the row lock freed, and the
+ * next holder's use_lease() does not wait for it for ever.
+ *
  * The fence is raised through fencing.check_fence() itself, called by its
  * OID: the same right decides (EXECUTE, which PUBLIC lacks, F9), and the
  * same SECURITY DEFINER code writes the watermark.
@@ -74,12 +81,14 @@ check_fence_function(void)
  * transaction of the holder's work: FN004 unless the lease is held with
  * token; renews it; raises the resource fence of name to token, as
  * check_fence(name, token) does (FN001 when a newer holder passed it); and
- * sets this transaction's fencing.token.  Returns the token.
+ * sets this transaction's fencing.token.  For the rest of the transaction
+ * the holder may sit idle for at most the lease's ttl.  Returns the token.
  */
 Datum
 fencing_use_lease(PG_FUNCTION_ARGS)
 {
 	int64		token;
+	int			ttl_ms;
 	Oid			check_fence;
 
 	fencing_error_if_standby("fencing.use_lease()");
@@ -92,7 +101,8 @@ fencing_use_lease(PG_FUNCTION_ARGS)
 
 	check_fence = check_fence_function();
 
-	(void) fencing_lease_renew_for_use(fcinfo, &token);
+	ttl_ms = fencing_lease_renew_for_use(fcinfo, &token);
+	fencing_lease_idle_limit_for_use(ttl_ms);
 	(void) OidFunctionCall2(check_fence, PG_GETARG_DATUM(0),
 							Int64GetDatum(token));
 	(void) DirectFunctionCall1(fencing_set_token, Int64GetDatum(token));

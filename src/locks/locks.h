@@ -317,7 +317,7 @@ extern void fencing_held_pop(void);
 extern void fencing_release_pending(void);
 extern void fencing_held_take_lease(HeldLock *h);
 extern void fencing_lease_limit_reserve(void);
-extern void fencing_lease_limit_push(int ttl_ms);
+extern void fencing_lease_limit_push(int ttl_ms, bool by_use);
 extern int	fencing_lease_ttl_in_force(void);
 
 /*
@@ -710,5 +710,6 @@ fencing_grant(const LockRequest *req, bool after_wait)
  * ---------------------------------------------------------------------
  */
 extern void fencing_lease_keep_limit(void);
+extern void fencing_lease_idle_limit_for_use(int ttl_ms);
 
 #endif							/* FENCING_LOCKS_H */
