@@ -16,6 +16,10 @@
 # lapsed name, gets through its own use_lease within about the ttl instead
 # of waiting for A for ever, and bills the customers once.
 #
+# The same for a holder in pipeline mode that stalls without Sync (never
+# idle in core's eyes: the lease timer of lease_ceiling.c ends it), with a
+# libpq client (test/tools/pipeline_stall.c).
+#
 # The bound is on idle time only: a holder that keeps working in its batch
 # past the ttl is not ended, and after its COMMIT the session may sit idle
 # as long as it likes.
@@ -23,6 +27,7 @@
 use strict;
 use warnings;
 
+use FindBin;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -110,6 +115,51 @@ isnt($a_psql->result(0), 0, 'A\'s next statement fails');
 like($a_err, qr/idle-in-transaction timeout|terminat|closed the connection|no connection/i,
 	'A is told its session was ended');
 is(sql('SELECT count(*) FROM ledger WHERE customer = 3'), 0, 'A wrote nothing more');
+
+# --- the same in pipeline mode, without Sync ------------------------------
+
+my $client = PostgreSQL::Test::Utils::tempdir() . '/pipeline_stall';
+my $includedir = `pg_config --includedir`;
+my $libdir = `pg_config --libdir`;
+chomp($includedir, $libdir);
+system('gcc', '-Wall', '-Werror', "-I$includedir",
+	"$FindBin::RealBin/../tools/pipeline_stall.c",
+	"-L$libdir", '-lpq', '-o', $client) == 0
+  or BAIL_OUT('could not compile test/tools/pipeline_stall.c');
+
+my ($p_out, $p_err) = ('', '');
+my $p_run = IPC::Run::start(
+	[ $client, $node->connstr('postgres'), 'pipeline-run', "$ttl seconds", 10, 'use-lease' ],
+	'<', \undef, '>', \$p_out, '2>', \$p_err);
+my $give_up = time() + 60;
+while ($p_out !~ /^token (\d+)$/m && time() < $give_up)
+{
+	$p_run->pump_nb;
+	sleep(0.05);
+}
+my ($tp) = $p_out =~ /^token (\d+)$/m;
+my $p_idle_since = time();
+ok(defined $tp, 'the pipeline client used its lease in a batch and stalls without Sync')
+  or diag($p_out . $p_err);
+
+my ($q_rc, $q_out, $q_err) = $node->psql(
+	'postgres',
+	"SET statement_timeout = '20s';\n"
+	  . "SELECT fencing.acquire_lease('pipeline-run', '30 seconds', timeout => '15 seconds') AS tq \\gset\n"
+	  . "BEGIN;\n"
+	  . "SELECT fencing.use_lease('pipeline-run', :tq);\n"
+	  . "SELECT 'used after ' || round(extract(epoch FROM clock_timestamp()) * 1000);\n"
+	  . "COMMIT;\n",
+	on_error_stop => 1);
+is($q_rc, 0, 'the next holder takes the name and uses it') or diag($q_err);
+my ($q_used_ms) = $q_out =~ /^used after (\d+)$/m;
+my $p_waited = defined $q_used_ms ? $q_used_ms / 1000.0 - $p_idle_since : 1e9;
+note(sprintf('its use_lease returned %.2f s after the pipeline client stalled', $p_waited));
+cmp_ok($p_waited, '<', $ttl + 3, 'within about the ttl, long before the client wakes (10 s)');
+$p_run->finish;
+like($p_out,
+	qr/^after 25P03 terminating connection due to idle-in-transaction timeout$/m,
+	'the pipeline client is told with core\'s FATAL 25P03') or diag($p_out . $p_err);
 
 # --- the bound is on idle time only ---------------------------------------
 
