@@ -61,6 +61,112 @@ REVOKE EXECUTE ON FUNCTION fencing.clear_lock_delays(text) FROM PUBLIC;
 
 -- fencing.locks names another role's locks only to members of
 -- pg_read_all_stats (fencing.lock_rows() leaves the name, key and pid NULL
--- for the others).
+-- for the others), and shows leases too (mode lease), with their tokens
+-- under the same rule.
 COMMENT ON VIEW fencing.locks IS
-'every fencing lock held or awaited in the cluster, and every lock under a lock-delay (fencing.lock_delay) with the time it ends; the name, key and pid of another role''s lock only to members of pg_read_all_stats, as pg_stat_activity shows queries';
+'every fencing lock held or awaited in the cluster, every lease (mode lease), and every lock under a lock-delay (fencing.lock_delay) with the time it ends; the name, key and pid of another role''s lock, and the token of another role''s lease, only to members of pg_read_all_stats, as pg_stat_activity shows queries';
+
+------------------------------------------------------------------------
+-- Leases that outlive a transaction (src/locks/leases.c, src/fence/use_lease.c)
+------------------------------------------------------------------------
+
+CREATE FUNCTION fencing.acquire_lease(name text, ttl interval,
+									  timeout interval DEFAULT NULL,
+									  holder text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_acquire_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.acquire_lease(text, interval, interval, text) IS
+'take name for ttl, held by the server after COMMIT, ROLLBACK and disconnect until released or not renewed for ttl; a fresh token, or NULL when the name stays busy for timeout (NULL: no wait)';
+
+CREATE FUNCTION fencing.renew_lease(name text, token bigint,
+									ttl interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'fencing_renew_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.renew_lease(text, bigint, interval) IS
+'extend the lease held with token to now + ttl (NULL: the ttl it was taken with) and return the new expiry; FN004 when it is not held with token';
+
+CREATE FUNCTION fencing.release_lease(name text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'fencing_release_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.release_lease(text, bigint) IS
+'free the lease held with token; false, freeing nothing, when it is not held with token';
+
+CREATE FUNCTION fencing.use_lease(name text, token bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_use_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.use_lease(text, bigint) IS
+'first statement of each transaction of a lease holder''s work: FN004 unless held with token, renews it, raises the resource fence of name to token as check_fence does, and sets this transaction''s fencing.token';
+
+CREATE FUNCTION fencing.break_lease(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_break_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.break_lease(text) IS
+'an operator frees the lease on name whatever its token and gets that token (NULL: none); starts the name''s lock-delay; confirm the holder is dead first';
+
+-- Breaking a lease lets a second holder in while the first may still work.
+REVOKE ALL ON FUNCTION fencing.break_lease(text) FROM PUBLIC;
+
+CREATE FUNCTION fencing.lease_rows(
+	OUT name text,
+	OUT database name,
+	OUT token bigint,
+	OUT holder text,
+	OUT acquired_at timestamptz,
+	OUT renewed_at timestamptz,
+	OUT expires_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'fencing_lease_rows'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE VIEW fencing.leases AS
+	SELECT name, database, token, holder, acquired_at, renewed_at, expires_at
+	FROM fencing.lease_rows();
+
+COMMENT ON VIEW fencing.leases IS
+'every lease held in the cluster (fencing.acquire_lease); another role''s name, token and holder only for members of pg_read_all_stats';
+
+COMMENT ON FUNCTION fencing.lease_rows() IS
+'the rows of the view fencing.leases; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
+
+GRANT SELECT ON fencing.leases TO PUBLIC;
+
+------------------------------------------------------------------------
+-- Statistics (src/base/stats.c): the lease counters join fencing.stats at its
+-- end, from a function of their own, so the view is replaced in place
+-- (its grants and the objects that use it stay).
+------------------------------------------------------------------------
+
+CREATE FUNCTION fencing.lease_stat_rows(
+	OUT leases_acquired bigint,
+	OUT leases_renewed bigint,
+	OUT leases_released bigint,
+	OUT leases_lapsed bigint,
+	OUT leases_broken bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'fencing_lease_stat_rows'
+LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION fencing.lease_stat_rows() IS
+'the lease columns of the view fencing.stats; query the view.  PUBLIC may execute it because the view calls it as the querying role; it is not an interface of its own and may change with the view';
+
+CREATE OR REPLACE VIEW fencing.stats AS
+	SELECT s.tokens_issued, s.reservations, s.reservation_time_ms,
+		   s.locks_granted, s.locks_busy, s.locks_timed_out,
+		   s.lock_groups_granted, s.shared_locks_granted, s.permits_granted,
+		   s.delays_started, s.delayed_refusals,
+		   s.leases_granted, s.leases_expired, s.leases_ceiling_ended,
+		   s.stale_writes_rejected,
+		   s.stats_reset,
+		   l.leases_acquired, l.leases_renewed, l.leases_released,
+		   l.leases_lapsed, l.leases_broken
+	FROM fencing.stat_rows() s CROSS JOIN fencing.lease_stat_rows() l;

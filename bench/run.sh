@@ -14,6 +14,8 @@
 #   scaling   lock+token+commit cycles per second at 1..16 clients
 #   durable   tokens/s when every call crosses a reservation, and WAL
 #             flushes per million tokens on the normal path
+#   leases    a lease's acquire + release cycle next to a transaction's
+#             lock cycle, 1 and 8 clients; use_lease next to check_fence
 #
 # How a ratio is measured: the statements of a group run side by side in
 # one run of bench/sidebyside.c, a small libpq client: every connection
@@ -42,7 +44,7 @@
 #   BENCH_RUNS         runs per group, median taken (5)
 #   BENCH_SCALE_TIME   seconds per point of the scaling curve, per run (2)
 #   BENCH_SCALE_RUNS   runs of the scaling curve, median taken (3)
-#   BENCH_SECTIONS     subset of "percall inserver trigger scaling durable"
+#   BENCH_SECTIONS     subset of "percall inserver trigger scaling durable leases"
 #   BENCH_STRICT=1     exit 1 when a target is missed
 #   FENCING_TEST_LOCK  the lock file that keeps test runs and benchmarks on
 #                      one machine apart (/tmp/fencing-test.lock)
@@ -73,7 +75,7 @@ BENCH_TIME=${BENCH_TIME:-5}
 BENCH_RUNS=${BENCH_RUNS:-5}
 BENCH_SCALE_TIME=${BENCH_SCALE_TIME:-2}
 BENCH_SCALE_RUNS=${BENCH_SCALE_RUNS:-3}
-BENCH_SECTIONS=${BENCH_SECTIONS:-"percall inserver trigger scaling durable"}
+BENCH_SECTIONS=${BENCH_SECTIONS:-"percall inserver trigger scaling durable leases"}
 BENCH_STRICT=${BENCH_STRICT:-0}
 SCALING_CLIENTS=${BENCH_SCALING_CLIENTS:-"1 2 4 8 16"}
 
@@ -537,6 +539,31 @@ define_benchmarks()
 	ratio trivial_function_percall_prepared_c2 trivial select_1 "-" \
 		"\`pg_backend_pid()\` / \`SELECT 1\`, per call, prepared statements, 2 clients"
 
+	# Leases that outlive a transaction: a whole acquire + release cycle
+	# (two clients that draw the same name rarely meet: the one refused
+	# releases nothing, as a busy try_lock takes nothing) next to a
+	# transaction's lock cycle, one round trip each (the simple
+	# protocol sends the three statements of the transaction in one
+	# message), and next to the same statement shape with two calls that do
+	# next to nothing; and use_lease, the first statement of a holder's batch,
+	# next to check_fence, which it calls, in a transaction that commits
+	# the raised fence (a WAL flush on both sides).
+	for c in 1 8; do
+		group lease_cycle_c$c section=leases clients=$c options="$QUIET"
+		stmt lease_cycle "SELECT fencing.release_lease($NAME, coalesce(fencing.acquire_lease($NAME, '1 minute'), 0));"
+		stmt lock_cycle "BEGIN; SELECT fencing.try_lock($NAME); COMMIT;"
+		stmt two_calls "SELECT fencing.lock_key($NAME) = fencing.lock_key($NAME);"
+		ratio lease_cycle_c$c lease_cycle lock_cycle "<= 1.10" \
+			"\`release_lease(name, acquire_lease(name, ttl))\` / \`BEGIN; try_lock(name); COMMIT\`, per cycle, $c clients"
+		ratio lease_cycle_vs_two_calls_c$c lease_cycle two_calls "-" \
+			"\`release_lease(name, acquire_lease(name, ttl))\` / \`lock_key(name) = lock_key(name)\` (the same statement with two calls that do next to nothing), $c clients"
+	done
+	group lease_use section=leases clients=1 setup=setup_bench_lease
+	stmt use_lease "BEGIN; SELECT fencing.use_lease('bench lease', (SELECT token FROM fencing.leases WHERE name = 'bench lease')); COMMIT;"
+	stmt check_fence "BEGIN; SELECT fencing.check_fence('bench lease', (SELECT token FROM fencing.leases WHERE name = 'bench lease')); COMMIT;"
+	ratio use_lease_vs_check_fence use_lease check_fence "<= 1.10" \
+		"\`BEGIN; use_lease(name, token); COMMIT\` / \`BEGIN; check_fence(name, token); COMMIT\`, per call, 1 client"
+
 	group inserver_tokens section=inserver clients=1
 	stmt next_token "SELECT count(fencing.next_token()) FROM generate_series(1, 100000);"
 	stmt trivial "SELECT count(pg_backend_pid()) FROM generate_series(1, 100000);"
@@ -598,6 +625,16 @@ define_benchmarks()
 		"5000-row UPDATE, \`reject_stale\` / \`suppress_redundant_updates_trigger\` (any BEFORE ROW C trigger)"
 	ratio any_c_trigger_bulk_vs_plain any_c_trigger plain "-" \
 		"5000-row UPDATE, \`suppress_redundant_updates_trigger\` / no trigger (what any BEFORE ROW trigger costs)"
+}
+
+# The lease the lease_use group renews and fences with, for longer than
+# any run.
+setup_bench_lease()
+{
+	sql <<'EOF'
+SELECT fencing.break_lease(name) FROM fencing.leases WHERE name = 'bench lease';
+SELECT fencing.acquire_lease('bench lease', '1 day', holder => 'bench/run.sh');
+EOF
 }
 
 # The tables of the trigger groups, in one transaction: when a part fails

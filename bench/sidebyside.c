@@ -15,7 +15,7 @@
  *
  * ":n" in a statement stands for a random integer from 1 to 100000, drawn
  * afresh for every execution: a literal in simple mode, parameter $1 in the
- * others.
+ * others; every ":n" of one execution is the same number.
  *
  * Why not pgbench: PostgreSQL 15's pgbench reads the clock lazily, once per
  * pass of its state machine, so an execution whose reply is already there
@@ -86,12 +86,14 @@ typedef enum
 	MODE_PREPARED
 } QueryMode;
 
+#define MAX_PARTS	9
+
 typedef struct
 {
 	const char *text;			/* as given */
-	char	   *before;			/* the text before ":n", or all of it */
-	char	   *after;			/* the text after ":n", or NULL: no ":n" */
-	char	   *with_param;		/* ":n" replaced by $1 */
+	char	   *parts[MAX_PARTS];	/* the text between its ":n"s */
+	int			nparts;			/* 1: no ":n" */
+	char	   *with_param;		/* every ":n" replaced by $1 */
 } Statement;
 
 typedef struct
@@ -185,36 +187,56 @@ next_random(uint64_t *state)
 }
 
 /*
- * Splits a statement at its ":n" (not part of "::n" nor of a longer name),
- * so that an execution only has to print a number between two halves.
+ * Is p, in text, a ":n" (not part of "::n" nor of a longer name)?
+ */
+static int
+is_placeholder(const char *text, const char *p)
+{
+	char		next = p[2];
+
+	return !((p > text && p[-1] == ':') ||
+			 (next == '_' || (next >= 'a' && next <= 'z') ||
+			  (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9')));
+}
+
+/*
+ * Splits a statement at its ":n"s, so that an execution only has to print
+ * one number between the parts (every ":n" of an execution is the same
+ * number).
  */
 static void
 parse_statement(Statement *stmt, const char *text)
 {
+	const char *start = text;
 	const char *p;
+	size_t		len;
+	int			i;
 
 	stmt->text = text;
-	stmt->after = NULL;
+	stmt->nparts = 0;
 	for (p = text; (p = strstr(p, ":n")) != NULL; p++)
 	{
-		char		next = p[2];
-
-		if ((p > text && p[-1] == ':') ||
-			(next == '_' || (next >= 'a' && next <= 'z') ||
-			 (next >= 'A' && next <= 'Z') || (next >= '0' && next <= '9')))
+		if (!is_placeholder(text, p))
 			continue;
-		stmt->before = strndup(text, p - text);
-		stmt->after = strdup(p + 2);
-		break;
+		if (stmt->nparts == MAX_PARTS - 1)
+		{
+			fprintf(stderr, "sidebyside: more than %d \":n\" in a statement\n", MAX_PARTS - 1);
+			exit(2);
+		}
+		stmt->parts[stmt->nparts++] = strndup(start, p - start);
+		start = p + 2;
 	}
-	if (stmt->after == NULL)
+	stmt->parts[stmt->nparts++] = strdup(start);
+
+	len = strlen(text) + 1;
+	stmt->with_param = malloc(len + stmt->nparts);
+	stmt->with_param[0] = '\0';
+	for (i = 0; i < stmt->nparts; i++)
 	{
-		stmt->before = strdup(text);
-		stmt->with_param = strdup(text);
-		return;
+		if (i > 0)
+			strcat(stmt->with_param, "$1");
+		strcat(stmt->with_param, stmt->parts[i]);
 	}
-	stmt->with_param = malloc(strlen(stmt->before) + strlen(stmt->after) + 3);
-	sprintf(stmt->with_param, "%s$1%s", stmt->before, stmt->after);
 }
 
 /*
@@ -227,7 +249,7 @@ execute(PGconn *conn, int i, uint64_t *rng, char *buffer, size_t buffer_size)
 	Statement  *stmt = &statements[i];
 	char		value[16];
 	const char *params[1] = {value};
-	int			nparams = stmt->after ? 1 : 0;
+	int			nparams = stmt->nparts > 1 ? 1 : 0;
 	char		name[16];
 	uint64_t	start;
 	uint64_t	elapsed;
@@ -236,7 +258,14 @@ execute(PGconn *conn, int i, uint64_t *rng, char *buffer, size_t buffer_size)
 
 	snprintf(value, sizeof(value), "%d", (int) (next_random(rng) % RANDOM_MAX) + 1);
 	if (mode == MODE_SIMPLE && nparams > 0)
-		snprintf(buffer, buffer_size, "%s%s%s", stmt->before, value, stmt->after);
+	{
+		size_t		used = 0;
+		int			k;
+
+		for (k = 0; k < stmt->nparts; k++)
+			used += snprintf(buffer + used, buffer_size - used, "%s%s",
+							 k > 0 ? value : "", stmt->parts[k]);
+	}
 
 	start = now_ns();
 	switch (mode)
@@ -291,7 +320,7 @@ run_client(int client, int ready_fd, int go_fd, Histogram *hist, double seconds)
 	}
 	for (i = 0; i < nstatements; i++)
 	{
-		size_t		len = strlen(statements[i].text) + 16;
+		size_t		len = strlen(statements[i].text) + 16 * statements[i].nparts;
 
 		if (len > buffer_size)
 			buffer_size = len;
@@ -303,7 +332,7 @@ run_client(int client, int ready_fd, int go_fd, Histogram *hist, double seconds)
 
 			snprintf(name, sizeof(name), "s%d", i);
 			res = PQprepare(conn, name, statements[i].with_param,
-							statements[i].after ? 1 : 0, NULL);
+							statements[i].nparts > 1 ? 1 : 0, NULL);
 			if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			{
 				fprintf(stderr, "sidebyside: statement %d (%s) failed: %s",

@@ -376,15 +376,16 @@ JOIN pg_extension AS e ON e.oid = d.refobjid
 WHERE e.extname = 'fencing'
 ORDER BY p.oid::regprocedure::text;
 
--- lock_rows() and stat_rows() are the functions behind the views
--- fencing.locks and fencing.stats: PUBLIC may execute them (a view calls
--- its functions as the role that queries it), and their comments say to
--- query the views
+-- lock_rows(), stat_rows(), lease_rows() and lease_stat_rows() are the
+-- functions behind the views fencing.locks, fencing.stats and
+-- fencing.leases: PUBLIC may execute them (a view calls its functions as
+-- the role that queries it), and their comments say to query the views
 SELECT p.oid::regprocedure AS function,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
        obj_description(p.oid, 'pg_proc') AS comment
 FROM pg_proc AS p
-WHERE p.pronamespace = 'fencing'::regnamespace AND p.proname IN ('lock_rows', 'stat_rows')
+WHERE p.pronamespace = 'fencing'::regnamespace
+  AND p.proname IN ('lock_rows', 'stat_rows', 'lease_rows', 'lease_stat_rows')
 ORDER BY 1;
 
 -- still the same server process, and every later token is above the start

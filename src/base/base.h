@@ -31,8 +31,10 @@
 #include <unistd.h>
 
 #include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
 #include "executor/executor.h"
 #include "fmgr.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
@@ -104,6 +106,28 @@
 #endif
 
 /*
+ * Does this backend hold a lock in exactly this mode?  PostgreSQL 17 gave
+ * LockHeldByMe() an "or stronger" argument.
+ */
+#if PG_VERSION_NUM >= 170000
+#define fencing_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)
+#else
+#define fencing_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode))
+#endif
+
+/*
+ * May roleid execute the function?  PostgreSQL 16 folded the per-catalog
+ * pg_*_aclcheck() functions into object_aclcheck().
+ */
+#if PG_VERSION_NUM >= 160000
+#define fencing_function_aclcheck(fnoid, roleid) \
+	object_aclcheck(ProcedureRelationId, (fnoid), (roleid), ACL_EXECUTE)
+#else
+#define fencing_function_aclcheck(fnoid, roleid) \
+	pg_proc_aclcheck((fnoid), (roleid), ACL_EXECUTE)
+#endif
+
+/*
  * This backend's slot in ProcGlobal->allProcs (0 .. the number of PGPROCs
  * - 1), to index per-backend arrays in shared memory.  PostgreSQL 17 took
  * the slot number out of PGPROC and calls it MyProcNumber.
@@ -171,6 +195,7 @@
 #define ERRCODE_FENCING_STALE_TOKEN		MAKE_SQLSTATE('F','N','0','0','1')
 #define ERRCODE_FENCING_KEY_COLLISION	MAKE_SQLSTATE('F','N','0','0','2')
 #define ERRCODE_FENCING_NOT_PRELOADED	MAKE_SQLSTATE('F','N','0','0','3')
+#define ERRCODE_FENCING_LEASE_LOST		MAKE_SQLSTATE('F','N','0','0','4')
 
 /*
  * Lock names: a canonical name is at most FENCING_NAME_MAX_BYTES bytes of
@@ -216,6 +241,11 @@ typedef enum FencingStat
 	FENCING_STAT_LEASES_CEILING_ENDED,
 	FENCING_STAT_DELAYS_STARTED,
 	FENCING_STAT_DELAYED_REFUSALS,
+	FENCING_STAT_LEASES_ACQUIRED,
+	FENCING_STAT_LEASES_RENEWED,
+	FENCING_STAT_LEASES_RELEASED,
+	FENCING_STAT_LEASES_LAPSED,
+	FENCING_STAT_LEASES_BROKEN,
 	FENCING_STAT_COUNT
 } FencingStat;
 

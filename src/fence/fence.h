@@ -20,6 +20,8 @@
  *	nodes.c			which ModifyTable node of the running query fired
  *	trigger.c		the trigger reject_stale() and its rules per operation
  *	check_fence.c	fences for resources that are not one row
+ *	use_lease.c		use_lease(): a lease's renewal, its resource fence
+ *					and its fencing.token in one call
  *
  * The trigger's per-row path runs in trigger.c alone: what it needs from
  * token_setting.c and resolve.c is inline below.
@@ -133,6 +135,7 @@ typedef struct FenceTokenSetting
 extern FenceTokenSetting fencing_token_setting;
 
 extern void fencing_token_setting_init(void);
+extern PGDLLEXPORT Datum fencing_set_token(PG_FUNCTION_ARGS);
 
 /*
  * F6: fencing.token is the writer's token only in the transaction that set

@@ -143,6 +143,9 @@ static bool carried_valid = false;
 /* The entry count the grant paths read; points into shared memory. */
 pg_atomic_uint32 *fencing_lock_delay_count = NULL;
 
+/* how a module above ends the delays its entries keep (leases.c) */
+static int	(*also_clear) (bool every, int64 key) = NULL;
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -1072,8 +1075,9 @@ fencing_lock_delay_snapshot(int *count)
  * database at once, or with NULL every delay that refuses a lock in this
  * database, folded delays included (one that also covers other databases
  * ends there too).  A name's delay that was folded ends only with its fold.
- * Returns how many delays ended.  Revoked from PUBLIC: ending a delay
- * early is what it exists to prevent.
+ * The delays that lapsed or broken leases left on those names end too
+ * (fencing_lock_delay_also_clear).  Returns how many delays ended.
+ * Revoked from PUBLIC: ending a delay early is what it exists to prevent.
  */
 Datum
 fencing_clear_lock_delays(PG_FUNCTION_ARGS)
@@ -1109,6 +1113,8 @@ fencing_clear_lock_delays(PG_FUNCTION_ARGS)
 			i++;
 	}
 	LWLockRelease(delays->lock);
+	if (also_clear != NULL)
+		cleared += also_clear(every, key);
 	PG_RETURN_INT32(cleared);
 }
 
@@ -1141,4 +1147,26 @@ fencing_lock_delay_refuse_set(Node *stmt)
 			 errmsg("parameter \"fencing.lock_delay\" cannot be changed now"),
 			 errdetail("The delay is the same for every session, so that a holder cannot switch off the delay its own loss would start."),
 			 errhint("Set fencing.lock_delay in postgresql.conf or with ALTER SYSTEM, then reload the configuration (SELECT pg_reload_conf()).")));
+}
+
+/*
+ * A module above whose entries also keep names under a lock-delay (the
+ * leases of leases.c) registers here, from _PG_init, how to end them:
+ * fencing.clear_lock_delays() then ends those too.
+ */
+void
+fencing_lock_delay_also_clear(int (*clear) (bool every, int64 key))
+{
+	also_clear = clear;
+}
+
+/*
+ * fencing.lock_delay in force (as the postmaster published it), in
+ * milliseconds, for the lock-delay a lapsed or broken lease leaves on its
+ * name.
+ */
+int
+fencing_lock_delay_ms(void)
+{
+	return delays != NULL ? delay_ms_in_force() : 0;
 }

@@ -113,7 +113,8 @@ fencing_attempt(const LockRequest *req)
 		if (LockAcquire(&req->tag, req->lockmode, false, true) !=
 			LOCKACQUIRE_NOT_AVAIL)
 			return fencing_give_back_if_delayed(&req->tag, req->lockmode,
-												req->key, 0) == 0;
+												req->key, 0) == 0 &&
+				!fencing_give_back_if_leased(req);
 
 		fencing_lock_registry_check_collision(req->key, req->name,
 											  req->namelen);
@@ -158,6 +159,12 @@ fencing_wait_for_grant(const LockRequest *req, bool has_timeout,
 			fencing_lock_delay_sleep(until, has_timeout ? deadline : 0);
 			continue;
 		}
+		if (fencing_lease_refuses(req->key, req->name, req->namelen) != 0)
+		{
+			fencing_lease_sleep(req->key, req->name, req->namelen,
+								has_timeout ? deadline : 0);
+			continue;
+		}
 		if (!has_timeout)
 			(void) LockAcquire(&req->tag, req->lockmode, false, false);
 		else if (!fencing_lock_wait_with_timeout(&req->tag, req->lockmode,
@@ -169,7 +176,8 @@ fencing_wait_for_grant(const LockRequest *req, bool has_timeout,
 			return false;
 		}
 		if (fencing_give_back_if_delayed(&req->tag, req->lockmode,
-										 req->key, 0) == 0)
+										 req->key, 0) == 0 &&
+			!fencing_give_back_if_leased(req))
 			return true;
 	}
 }

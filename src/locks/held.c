@@ -85,11 +85,19 @@ typedef struct LeaseLimit
 {
 	SubTransactionId subid;
 	int			ttl_ms;
+	bool		by_use;			/* pushed by use_lease(), with no lock here */
 } LeaseLimit;
 
 static LeaseLimit *lease_limits = NULL;
 static int	lease_limit_count = 0;
 static int	lease_limit_capacity = 0;
+
+/*
+ * How many of the limits were pushed by use_lease() (fence/use_lease.c):
+ * a lease that outlives the transaction, whose batch holds the row lock of
+ * its resource fence, imposes its ttl with no lock in this table.
+ */
+static int	lease_use_limits = 0;
 
 static bool exit_callback_registered = false;
 
@@ -376,6 +384,7 @@ release_all(void)
 		fencing_held_pop();
 	fencing_held.settled = 0;
 	lease_limit_count = 0;
+	lease_use_limits = 0;
 	Assert(leases_held == 0);
 	fencing_lease_idle_changed();
 }
@@ -417,7 +426,8 @@ static void
 locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 					   bool isTopLevel, void *arg)
 {
-	if (fencing_held.count == 0 && fencing_pending.slot < 0)
+	if (fencing_held.count == 0 && fencing_pending.slot < 0 &&
+		lease_limit_count == 0)
 		return;
 	if (phase == RESOURCE_RELEASE_BEFORE_LOCKS)
 	{
@@ -482,7 +492,11 @@ locks_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		while (lease_limit_count > 0 &&
 			   lease_limits[lease_limit_count - 1].subid >= mySubid)
+		{
+			if (lease_limits[lease_limit_count - 1].by_use)
+				lease_use_limits--;
 			lease_limit_count--;
+		}
 		return;
 	}
 	if (event != SUBXACT_EVENT_COMMIT_SUB)
@@ -594,12 +608,13 @@ fencing_lease_limit_reserve(void)
 }
 
 /*
- * A lease with this ttl was granted: it is the limit in force from now on
- * if it is shorter than the one in force.  fencing_lease_limit_reserve()
- * must have made room.
+ * A lease with this ttl was granted (by_use: a lease that outlives the
+ * transaction was used in it): it is the limit in force from now on if it
+ * is shorter than the one in force.  fencing_lease_limit_reserve() must
+ * have made room.
  */
 void
-fencing_lease_limit_push(int ttl_ms)
+fencing_lease_limit_push(int ttl_ms, bool by_use)
 {
 	if (lease_limit_count > 0 &&
 		lease_limits[lease_limit_count - 1].ttl_ms <= ttl_ms)
@@ -607,17 +622,20 @@ fencing_lease_limit_push(int ttl_ms)
 	Assert(lease_limit_count < lease_limit_capacity);
 	lease_limits[lease_limit_count].subid = GetCurrentSubTransactionId();
 	lease_limits[lease_limit_count].ttl_ms = ttl_ms;
+	lease_limits[lease_limit_count].by_use = by_use;
 	lease_limit_count++;
+	if (by_use)
+		lease_use_limits++;
 }
 
 /*
  * The idle limit the transaction's leases impose, in milliseconds, or 0
- * when it holds no lease.
+ * when it holds no lease and used none.
  */
 int
 fencing_lease_ttl_in_force(void)
 {
-	if (leases_held == 0 || lease_limit_count == 0)
+	if ((leases_held == 0 && lease_use_limits == 0) || lease_limit_count == 0)
 		return 0;
 	return lease_limits[lease_limit_count - 1].ttl_ms;
 }

@@ -17,6 +17,13 @@
  *					callbacks that follow core's locks
  *	args.c			the arguments of the lock functions
  *	wait.c			a wait in core's lock queue bounded by a timeout
+ *	lease_table.c	the shared table of the leases that outlive a
+ *					transaction, its filter and its waiters' variables
+ *	lease_store.c	their WAL records, redo, the state file, the keeper
+ *					and the start of service
+ *	leases.c		acquire_lease, renew_lease, release_lease,
+ *					break_lease, the view fencing.leases, and the check
+ *					every grant path makes
  *	grant.c			the grant machinery every lock function shares
  *	single.c		try_lock, lock, their shared forms, held_token
  *	groups.c		try_lock_all, lock_all
@@ -39,9 +46,12 @@
 #include "tokens/tokens.h"
 
 #include "access/xact.h"
+#include "access/xlogdefs.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
+#include "storage/latch.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "utils/resowner.h"
@@ -57,7 +67,8 @@ typedef enum FencingLockMode
 {
 	FENCING_LOCK_EXCLUSIVE = 0,
 	FENCING_LOCK_SHARED,
-	FENCING_LOCK_PERMIT			/* a permit of a semaphore */
+	FENCING_LOCK_PERMIT,		/* a permit of a semaphore */
+	FENCING_LOCK_LEASE			/* a lease that outlives a transaction */
 } FencingLockMode;
 
 /* What a registry slot stands for; FREE slots are not shown anywhere. */
@@ -194,6 +205,8 @@ extern void fencing_lock_delay_start(const FencingLockDelay *held);
 extern TimestampTz fencing_lock_delay_until(int64 key, int permit);
 extern void fencing_lock_delay_sleep(TimestampTz until, TimestampTz deadline);
 extern FencingLockDelay *fencing_lock_delay_snapshot(int *count);
+extern int	fencing_lock_delay_ms(void);
+extern void fencing_lock_delay_also_clear(int (*clear) (bool every, int64 key));
 
 /*
  * When the delay in force on a lock ends, or 0 when none is: the check of
@@ -304,7 +317,7 @@ extern void fencing_held_pop(void);
 extern void fencing_release_pending(void);
 extern void fencing_held_take_lease(HeldLock *h);
 extern void fencing_lease_limit_reserve(void);
-extern void fencing_lease_limit_push(int ttl_ms);
+extern void fencing_lease_limit_push(int ttl_ms, bool by_use);
 extern int	fencing_lease_ttl_in_force(void);
 
 /*
@@ -369,6 +382,213 @@ fencing_error_if_null_name(FunctionCallInfo fcinfo)
  */
 extern bool fencing_lock_wait_with_timeout(const LOCKTAG *tag,
 										   LOCKMODE lockmode, int timeout_ms);
+
+/* ---------------------------------------------------------------------
+ * lease_table.c
+ *
+ * The leases that outlive a transaction.  A lease is an entry of one
+ * shared table keyed by (database, lock key); lease_table.c owns the
+ * table, lease_store.c makes it durable, leases.c has the SQL functions
+ * and the check of the grant paths.
+ * ---------------------------------------------------------------------
+ */
+
+/* The name of the table in shared memory and of its LWLock tranche. */
+#define LEASE_TABLE_SHMEM_NAME		"fencing leases"
+
+/* The bound on a lease's holder text, in bytes of UTF-8. */
+#define FENCING_LEASE_HOLDER_MAX_BYTES	256
+
+/*
+ * The filter of the grant paths: counters of the entries of the table by
+ * bucket of (database, key).  A power of two.
+ */
+#define FENCING_LEASE_FILTER_SIZE	4096
+
+/*
+ * Waiters for a leased name sleep on one of these, chosen by the name's
+ * filter bucket; a release or a break wakes every sleeper of its variable.
+ */
+#define LEASE_CV_COUNT		1024
+
+StaticAssertDecl(FENCING_LEASE_FILTER_SIZE % LEASE_CV_COUNT == 0,
+				 "every filter bucket maps to one condition variable");
+
+/*
+ * What a lease is, as WAL records and the state file carry it.  A broken
+ * lease keeps its entry, with expires_at the moment it was broken, for as
+ * long as the lock-delay keeps its name from everyone.
+ */
+typedef struct LeaseData
+{
+	Oid			dboid;
+	Oid			roleid;			/* who acquired it, for the views */
+	int64		key;
+	int64		token;
+	int32		ttl_ms;			/* the ttl it was taken with: renew's default */
+	int32		span_ms;		/* the ttl of its last acquisition or renewal */
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;
+	TimestampTz expires_at;
+	bool		broken;
+	uint8		namelen;
+	int16		holderlen;		/* -1: no holder given */
+	char		name[FENCING_NAME_MAX_BYTES];	/* canonical, not terminated */
+	char		holder[FENCING_LEASE_HOLDER_MAX_BYTES];
+} LeaseData;
+
+/*
+ * An entry of the table.  changecount is odd while the entry is being
+ * written, so that the postmaster, which copies the table without the lock
+ * when it lets go of shared memory, can skip an entry a dying backend left
+ * half written.  lapse_noted says that its expiry has been counted.
+ */
+typedef struct Lease
+{
+	uint32		changecount;
+	bool		lapse_noted;
+	LeaseData	data;
+} Lease;
+
+/*
+ * The table: entries[0 .. count - 1] in use, kept dense (a removed entry
+ * is replaced by the last one), and an open-addressing index over them
+ * (entry number + 1, 0 = empty) of index_mask + 1 slots, at least twice
+ * the capacity.  The lock protects both, count, seq, changes, last_known,
+ * serving and last_lsn.
+ *
+ * seq numbers the changes that WAL records carry; the state file says up
+ * to which change it reflects, and redo applies only records above it.
+ * changes moves with every change of the table, also those no record
+ * carries (a lapse noted, an entry purged), and the keeper writes the file
+ * when it has moved; keeper_wanted is set by the first change after a
+ * write, so that a burst of changes sets the keeper's latch once.
+ * last_known is the last moment at which the state is known to have held
+ * (the file's moment, the newest record's), used when the server starts
+ * serving; serving is set once it has.
+ *
+ * filter[b] counts the entries whose (database, key) hash to bucket b, so
+ * that a grant on a name no lease holds costs one atomic read; it is
+ * changed only under the lock, read without it.
+ */
+typedef struct LeaseTable
+{
+	LWLock	   *lock;
+	int			capacity;
+	uint32		index_mask;
+	int			count;
+	bool		serving;
+	uint64		seq;
+	uint64		changes;
+	TimestampTz last_known;
+	XLogRecPtr	last_lsn;		/* of the newest record */
+	Latch	   *keeper_latch;
+	pg_atomic_uint32 keeper_wanted; /* its latch was set for a change */
+	pg_atomic_uint32 filter[FENCING_LEASE_FILTER_SIZE];
+	ConditionVariable cvs[LEASE_CV_COUNT];
+} LeaseTable;
+
+/* Where an entry stands at a given moment. */
+typedef enum LeaseState
+{
+	LEASE_LIVE,					/* held until expires_at */
+	LEASE_DELAYED,				/* lapsed or broken, under its lock-delay */
+	LEASE_GONE					/* nothing left: the entry is garbage */
+} LeaseState;
+
+extern LeaseTable *fencing_lease_table;
+extern uint32 *fencing_lease_index;
+extern Lease *fencing_lease_entries;
+extern pg_atomic_uint32 *fencing_lease_filter;
+
+extern Size fencing_lease_table_size(int capacity);
+extern bool fencing_lease_table_attach(int capacity);
+extern int	fencing_lease_find(Oid dboid, int64 key);
+extern Lease *fencing_lease_put(int entry, const LeaseData *data);
+extern void fencing_lease_remove(int entry);
+extern LeaseState fencing_lease_state(const Lease *lease, TimestampTz now,
+									  TimestampTz *until);
+extern void fencing_lease_note_lapse(Lease *lease);
+
+/* Where a (database, key) lies in the filter and the table's index. */
+static inline uint32
+fencing_lease_hash(Oid dboid, int64 key)
+{
+	return hash_combine(murmurhash32((uint32) dboid),
+						murmurhash32((uint32) ((uint64) key ^ ((uint64) key >> 32))));
+}
+
+/* The condition variable the waiters for (database, key) sleep on. */
+static inline ConditionVariable *
+fencing_lease_cv(Oid dboid, int64 key)
+{
+	return &fencing_lease_table->cvs[fencing_lease_hash(dboid, key) %
+									 LEASE_CV_COUNT];
+}
+
+/* ---------------------------------------------------------------------
+ * lease_store.c
+ * ---------------------------------------------------------------------
+ */
+
+/* The info codes of the lease records under fencing's resource manager. */
+#define XLOG_FENCING_LEASE_PUT		0x10
+#define XLOG_FENCING_LEASE_DROP		0x20
+
+extern void fencing_lease_store_init(void);
+extern void fencing_lease_store_startup(void);
+extern void fencing_lease_log(uint8 info, const LeaseData *data,
+							  TimestampTz at);
+extern void fencing_lease_changed(void);
+extern TimestampTz fencing_lease_sweep(TimestampTz now);
+extern void fencing_lease_ensure_serving(void);
+
+/* ---------------------------------------------------------------------
+ * leases.c
+ * ---------------------------------------------------------------------
+ */
+
+/* A lease as the views show it (fencing_lease_snapshot). */
+typedef struct FencingLeaseRow
+{
+	Oid			dboid;
+	Oid			roleid;			/* the session user that acquired it */
+	bool		visible;		/* name, token and holder may be shown */
+	int64		key;
+	int64		token;
+	TimestampTz acquired_at;
+	TimestampTz renewed_at;
+	TimestampTz expires_at;
+	TimestampTz delayed_until;	/* 0 while the lease is held */
+	uint8		namelen;
+	int16		holderlen;		/* -1: none */
+	char		name[FENCING_NAME_MAX_BYTES];
+	char		holder[FENCING_LEASE_HOLDER_MAX_BYTES];
+} FencingLeaseRow;
+
+extern void fencing_leases_init(void);
+extern TimestampTz fencing_lease_until(int64 key, const char *name, int namelen);
+extern void fencing_lease_sleep(int64 key, const char *name, int namelen,
+								TimestampTz deadline);
+extern int	fencing_lease_renew_for_use(FunctionCallInfo fcinfo, int64 *token);
+extern FencingLeaseRow *fencing_lease_snapshot(int *count);
+
+/*
+ * When the lease on a name of this database, or the lock-delay it left,
+ * ends, or 0 when there is none: the check of every grant path, made while
+ * holding the name's core lock.  Raises FN002 when the key is leased under
+ * another name.  With no lease in the key's bucket, one atomic read.
+ */
+static inline TimestampTz
+fencing_lease_refuses(int64 key, const char *name, int namelen)
+{
+	uint32		bucket = fencing_lease_hash(MyDatabaseId, key) &
+		(FENCING_LEASE_FILTER_SIZE - 1);
+
+	if (likely(pg_atomic_read_u32(&fencing_lease_filter[bucket]) == 0))
+		return 0;
+	return fencing_lease_until(key, name, namelen);
+}
 
 /* ---------------------------------------------------------------------
  * grant.c
@@ -456,6 +676,22 @@ fencing_give_back_if_delayed(const LOCKTAG *tag, LOCKMODE lockmode,
 }
 
 /*
+ * Core has just granted the name's lock: give it back when a lease that
+ * outlives its transaction holds the name, or the lock-delay of a lapsed
+ * or broken one is in force (leases.c).  With no lease in the name's
+ * bucket that costs one atomic read.  FN002 when the key is leased under
+ * another name.
+ */
+static inline bool
+fencing_give_back_if_leased(const LockRequest *req)
+{
+	if (likely(fencing_lease_refuses(req->key, req->name, req->namelen) == 0))
+		return false;
+	LockRelease(&req->tag, req->lockmode, false);
+	return true;
+}
+
+/*
  * The pending lock was granted: draw its token, publish it and remember the
  * grant.  If drawing the token fails, the lock and the pending slot go with
  * the (sub)transaction's abort.
@@ -474,5 +710,6 @@ fencing_grant(const LockRequest *req, bool after_wait)
  * ---------------------------------------------------------------------
  */
 extern void fencing_lease_keep_limit(void);
+extern void fencing_lease_idle_limit_for_use(int ttl_ms);
 
 #endif							/* FENCING_LOCKS_H */

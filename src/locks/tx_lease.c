@@ -93,7 +93,7 @@ fencing_lease(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 
 	(void) shorten_idle_limit(ttl_ms);
-	fencing_lease_limit_push(ttl_ms);
+	fencing_lease_limit_push(ttl_ms, false);
 	if (max_hold_ms > 0)
 		fencing_lease_ceiling_set(req.name, req.namelen, max_hold_ms);
 
@@ -101,6 +101,26 @@ fencing_lease(PG_FUNCTION_ARGS)
 	fencing_stat_add(FENCING_STAT_LOCKS_GRANTED, 1);
 	fencing_stat_add(FENCING_STAT_LEASES_GRANTED, 1);
 	PG_RETURN_INT64(h->token);
+}
+
+/*
+ * For fencing.use_lease() (fence/use_lease.c): the lease that outlives the
+ * transaction was used in it, and the batch now holds the row lock of the
+ * lease's resource fence until the transaction ends.  A holder frozen in
+ * that transaction would keep the next holder's use_lease() waiting for
+ * ever, long after the lease lapsed; so its idle time is bounded by the
+ * lease's ttl exactly as lease() bounds it (the setting, the timer that
+ * also holds in pipeline mode, the limit kept after each statement), and
+ * a holder idle past it has its session ended (FATAL 25P03), its
+ * transaction rolled back and the row lock freed.
+ */
+void
+fencing_lease_idle_limit_for_use(int ttl_ms)
+{
+	fencing_lease_limit_reserve();
+	fencing_lease_idle_prepare();
+	(void) shorten_idle_limit(ttl_ms);
+	fencing_lease_limit_push(ttl_ms, true);
 }
 
 /*

@@ -53,6 +53,7 @@ _PG_init(void)
 	fencing_lock_delay_init();
 	fencing_locks_init();
 	fencing_lease_ceiling_init();
+	fencing_leases_init();
 	/* fences */
 	fencing_fence_init();
 	/* this layer */

@@ -90,6 +90,8 @@ slot_mode_text(const FencingLockSlotData *copy)
 			return cstring_to_text(psprintf("permit %d of %d",
 											(int) copy->permit,
 											(int) copy->permits));
+		case FENCING_LOCK_LEASE:
+			return cstring_to_text("lease");
 		case FENCING_LOCK_EXCLUSIVE:
 			break;
 	}
@@ -141,6 +143,7 @@ lock_row_put(LockViewRows *state, const FencingLockSlotData *copy,
 	bool		nulls[LOCK_ROWS_MAX_COLUMNS];
 	bool		granted = (copy->state == LOCK_SLOT_GRANTED);
 	bool		visible = row_is_visible(state, copy, delayed_until);
+	bool		lease = (copy->mode == FENCING_LOCK_LEASE);
 
 	memset(values, 0, sizeof(values));
 	memset(nulls, true, sizeof(nulls));
@@ -166,10 +169,15 @@ lock_row_put(LockViewRows *state, const FencingLockSlotData *copy,
 		nulls[1] = false;
 		values[2] = Int64GetDatum(copy->key);
 		nulls[2] = false;
-		values[4] = Int32GetDatum(copy->pid);
-		nulls[4] = false;
+		/* a lease has no backend */
+		if (!lease)
+		{
+			values[4] = Int32GetDatum(copy->pid);
+			nulls[4] = false;
+		}
 	}
-	if (granted)
+	/* a lease's token renews and releases it: only for those who see it */
+	if (granted && (visible || !lease))
 	{
 		values[3] = Int64GetDatum(copy->token);
 		nulls[3] = false;
@@ -199,6 +207,46 @@ static void
 slot_row_put(const FencingLockSlotData *copy, void *arg)
 {
 	lock_row_put((LockViewRows *) arg, copy, 0);
+}
+
+/*
+ * The rows of the leases that outlive a transaction (locks/leases.c): mode
+ * "lease", no pid, granted while held, else under the lock-delay the
+ * lapse or break started.  Seen as the locks are (row_is_visible), with
+ * the role that acquired the lease as the holder's.
+ */
+static void
+lease_rows_put(LockViewRows *state)
+{
+	FencingLeaseRow *leases;
+	int			nleases;
+	int			i;
+
+	leases = fencing_lease_snapshot(&nleases);
+	for (i = 0; i < nleases; i++)
+	{
+		FencingLockSlotData copy;
+
+		memset(&copy, 0, sizeof(copy));
+		copy.mode = FENCING_LOCK_LEASE;
+		copy.dboid = leases[i].dboid;
+		if (leases[i].delayed_until == 0)
+		{
+			copy.state = LOCK_SLOT_GRANTED;
+			copy.since = leases[i].acquired_at;
+		}
+		else
+		{
+			copy.state = LOCK_SLOT_FREE;
+			copy.since = leases[i].expires_at;
+		}
+		copy.roleid = leases[i].roleid;
+		copy.namelen = leases[i].namelen;
+		memcpy(copy.name, leases[i].name, copy.namelen);
+		copy.key = leases[i].key;
+		copy.token = leases[i].token;
+		lock_row_put(state, &copy, leases[i].delayed_until);
+	}
 }
 
 /*
@@ -234,13 +282,13 @@ delay_rows_put(LockViewRows *state)
 
 /*
  * SQL: fencing.lock_rows(), the set behind the view fencing.locks: one row
- * per slot in use, then one per lock delay in force.  A database still at
- * version 1.0 of the extension declares an eighth column, "untracked"
- * (boolean); it is NULL now that every lock has a slot, and such a
- * database sees no delays (it has no column to say until when).  Since 1.1
- * the eighth column is "mode" (text) and the ninth "delayed_until".  The
- * name, key and pid of a row the caller may not see are NULL
- * (row_is_visible).
+ * per slot in use, then one per lease, then one per lock delay in force.
+ * A database still at version 1.0 of the extension declares an eighth
+ * column, "untracked" (boolean); it is NULL now that every lock has a
+ * slot, and such a database sees no delays nor leases (it has no column to
+ * say until when).  Since 1.1 the eighth column is "mode" (text) and the
+ * ninth "delayed_until".  The name, key and pid of a row the caller may not
+ * see are NULL (row_is_visible), and so is a lease's token.
  */
 Datum
 fencing_lock_rows(PG_FUNCTION_ARGS)
@@ -262,7 +310,9 @@ fencing_lock_rows(PG_FUNCTION_ARGS)
 
 	fencing_lock_registry_rows(slot_row_put, &state);
 
-	if (state.has_delayed_until)
-		delay_rows_put(&state);
+	if (!state.has_delayed_until)
+		return (Datum) 0;
+	lease_rows_put(&state);
+	delay_rows_put(&state);
 	return (Datum) 0;
 }

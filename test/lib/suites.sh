@@ -20,7 +20,7 @@ fi
 # a file missing from this list still runs)
 TAP_LONG_FILES="011_tokens_crash.pl 090_examples.pl 015_tokens_new_cluster.pl
 038_lock_delay.pl 013_tokens_standby.pl 054_installcheck.pl
-050_properties.pl 055_upgrade_data.pl"
+050_properties.pl 058_leases_restart.pl 055_upgrade_data.pl"
 TAP_LONG_FILES=$(echo $TAP_LONG_FILES)
 # The short chaos run plans for three minutes; past four it is stuck.
 CHAOS_SUITE_TIMEOUT=${FENCING_CHAOS_TIMEOUT:-240}

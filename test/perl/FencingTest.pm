@@ -18,7 +18,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
   sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
-  holding_session terminate_session @WHITE_SPACE @IGNORABLE);
+  holding_session terminate_session kill9_and_restart @WHITE_SPACE @IGNORABLE);
 
 # The holder $h (a hash whose "session" is a background_psql in an open
 # transaction) takes a lease on $name with a ttl of an hour, so that its
@@ -33,6 +33,44 @@ sub take_lease
 		"SELECT clock_timestamp(), fencing.lease('$name', '1 hour', '$max_hold')");
 	$h->{t0} //= $t0;
 	return $token;
+}
+
+# Pids of the children of process $ppid (from /proc).
+sub children_of
+{
+	my ($ppid) = @_;
+	my @pids;
+	opendir(my $dh, '/proc') or die "no /proc: $!";
+	for my $pid (grep { /^\d+$/ } readdir($dh))
+	{
+		open(my $fh, '<', "/proc/$pid/stat") or next;
+		my $stat = <$fh>;
+		close($fh);
+		next unless defined $stat && $stat =~ /\)\s+\S+\s+(\d+)/;
+		push @pids, $pid if $1 == $ppid;
+	}
+	closedir($dh);
+	return @pids;
+}
+
+# SIGKILL the postmaster of $node, let its backends notice and die, run
+# $opts{before_start} if given, then start the node again.
+sub kill9_and_restart
+{
+	my ($node, %opts) = @_;
+	my @children = children_of($node->{_pid});
+
+	$node->kill9;
+	my $deadline = time() + 120;
+	while (grep { kill(0, $_) } @children)
+	{
+		die "children of the killed postmaster did not exit"
+		  if time() > $deadline;
+		Time::HiRes::usleep(100_000);
+	}
+	$opts{before_start}->() if $opts{before_start};
+	$node->start;
+	return;
 }
 
 # Whether the backend $pid of $node has gone (polls for a while).
@@ -140,17 +178,17 @@ sub state_file_limit
 # Debian's pgbouncer, where the tests expect it.
 our $PGBOUNCER = '/usr/sbin/pgbouncer';
 
-# Start pgbouncer in transaction pooling mode in front of $node, with
-# $pool_size server connections for the database "postgres"; $aliases, a
-# hash of alias => pool size, adds further names for the same database with
-# pools of their own.  It listens on a Unix socket of its own
+# Start pgbouncer in transaction pooling mode (or $mode: "statement") in
+# front of $node, with $pool_size server connections for the database
+# "postgres"; $aliases, a hash of alias => pool size, adds further names for
+# the same database with pools of their own.  It listens on a Unix socket of its own
 # port in the node's socket directory, so the returned Cluster object
 # ({pool}) connects through it with psql and background_psql.  {up} says
 # whether it accepted a connection within ten seconds; {diag} returns its
 # output and log for a failure message.
 sub start_pgbouncer
 {
-	my ($node, $pool_size, $aliases) = @_;
+	my ($node, $pool_size, $aliases, $mode) = @_;
 	my $user = $node->safe_psql('postgres', 'SELECT current_user');
 	my $dir = tempdir(CLEANUP => 1);
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -170,7 +208,7 @@ listen_addr =
 listen_port = $port
 unix_socket_dir = $host
 auth_type = any
-pool_mode = transaction
+pool_mode = @{[ $mode // 'transaction' ]}
 default_pool_size = $pool_size
 min_pool_size = 0
 max_client_conn = 20
@@ -185,7 +223,7 @@ EOS
 	my %bouncer = (out => '', err => '');
 	$bouncer{run} = IPC::Run::start([ $PGBOUNCER, $ini ],
 		'<', \undef, '>', \$bouncer{out}, '2>', \$bouncer{err});
-	$bouncer{pool} = PostgreSQL::Test::Cluster->new('pool', port => $port);
+	$bouncer{pool} = PostgreSQL::Test::Cluster->new("pool_$port", port => $port);
 	$bouncer{up} = 0;
 	for (1 .. 100)
 	{

@@ -22,10 +22,9 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(state_file_limit state_file_timeline write_state_file);
+use FencingTest qw(state_file_limit state_file_timeline write_state_file kill9_and_restart);
 
 my $clients = 8;
 
@@ -102,45 +101,6 @@ sub wait_for_tokens
 	$node->poll_query_until('postgres',
 		"SELECT tokens_issued >= $n FROM fencing.stats")
 	  or die "the clients did not draw $n tokens";
-	return;
-}
-
-# Pids of the postmaster's children, so that we can wait for them to exit
-# after the postmaster was killed.
-sub children_of
-{
-	my ($ppid) = @_;
-	my @pids;
-	opendir(my $dh, '/proc') or die "no /proc: $!";
-	for my $pid (grep { /^\d+$/ } readdir($dh))
-	{
-		open(my $fh, '<', "/proc/$pid/stat") or next;
-		my $stat = <$fh>;
-		close($fh);
-		next unless defined $stat && $stat =~ /\)\s+\S+\s+(\d+)/;
-		push @pids, $pid if $1 == $ppid;
-	}
-	closedir($dh);
-	return @pids;
-}
-
-# SIGKILL the postmaster, let its backends notice and die, then start again.
-sub kill9_and_restart
-{
-	my (%opts) = @_;
-	my $postmaster = $node->{_pid};
-	my @children = children_of($postmaster);
-
-	$node->kill9;
-	my $deadline = time() + 120;
-	while (grep { kill(0, $_) } @children)
-	{
-		die "children of the killed postmaster did not exit"
-		  if time() > $deadline;
-		usleep(100_000);
-	}
-	$opts{before_start}->() if $opts{before_start};
-	$node->start;
 	return;
 }
 
@@ -222,7 +182,7 @@ my $clock_sql = "SELECT (extract(epoch FROM clock_timestamp() - "
 	my $state_file = $node->data_dir . '/fencing.state';
 	ok(-f $state_file, 'the data directory has fencing.state');
 
-	kill9_and_restart(
+	kill9_and_restart($node,
 		before_start => sub {
 			ok(unlink($state_file), 'the state file was there to remove')
 			  or diag("could not remove $state_file: $!");
@@ -283,7 +243,7 @@ for my $r (@rounds)
 	my $file_limit;
 	if ($r->{crash} eq 'kill9')
 	{
-		kill9_and_restart(before_start => sub { $file_limit = state_file_limit($node) });
+		kill9_and_restart($node, before_start => sub { $file_limit = state_file_limit($node) });
 	}
 	elsif ($r->{crash} eq 'backend')
 	{

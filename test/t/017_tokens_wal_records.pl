@@ -91,7 +91,8 @@ cmp_ok($node->safe_psql('postgres', 'SELECT fencing.next_token()'), '>', $old_li
 
 # 2. Records fencing never writes: under id 199 too short and too long (a
 # valid limit followed by one byte more), under id 128 a limit above the
-# largest bigint, under id 199 unknown info bits.
+# largest bigint, under id 199 unknown info bits, and a lease record (info
+# 0x10) too short for one.
 my @bad = (
 	[ 199, 0, '\\x01020304', qr/It carries 4 bytes of data; a fencing reservation carries 8\./,
 		'too short' ],
@@ -99,8 +100,12 @@ my @bad = (
 		'too long' ],
 	[ 128, 0, limit_bytes(9223372036854775808), qr/Its limit 9223372036854775808 is above the largest bigint\./,
 		'limit above the largest bigint, under id 128' ],
-	[ 199, 0x10, limit_bytes($old_limit + 5), qr/Its info bits are 0x10; fencing writes only 0x00 \(RESERVE\)\./,
-		'unknown info bits' ]);
+	[ 199, 0x30, limit_bytes($old_limit + 5),
+		qr/Its info bits are 0x30; fencing writes only 0x00 \(RESERVE\), 0x10 \(LEASE_PUT\) and 0x20 \(LEASE_DROP\)\./,
+		'unknown info bits' ],
+	[ 199, 0x10, limit_bytes($old_limit + 5),
+		qr/It carries 8 bytes of data; a fencing lease record carries at least \d+\./,
+		'a lease record too short' ]);
 for my $case (@bad)
 {
 	my ($rmid, $info, $data, $detail, $label) = @$case;
@@ -111,7 +116,7 @@ for my $case (@bad)
 	like($log, qr/DETAIL:  $detail/, "$label: the detail says what is wrong");
 	like($log, qr/HINT:  Another extension may write WAL under the same resource manager id/,
 		"$label: the hint points at a shared resource manager id");
-	like($log, qr/CONTEXT:  WAL redo at \S+ for (fencing|fencing_1_0)\/(RESERVE|UNKNOWN \(10\)): invalid record: /,
+	like($log, qr/CONTEXT:  WAL redo at \S+ for (fencing|fencing_1_0)\/(RESERVE|LEASE_PUT|UNKNOWN \(30\)): invalid record: /,
 		"$label: the record's description in the context says it is invalid");
 	discard_wal();
 }

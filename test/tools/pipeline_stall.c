@@ -4,12 +4,15 @@
  *		A libpq client in pipeline mode that takes a lease and stalls
  *		without sending Sync, for test/t/031_lease_pipeline.pl.
  *
- *	pipeline_stall CONNINFO NAME TTL STALL_SECONDS [after-error | renew]
+ *	pipeline_stall CONNINFO NAME TTL STALL_SECONDS [after-error | renew | use-lease]
  *
  * Sends BEGIN and SELECT fencing.lease(NAME, TTL) as Parse/Bind/Execute
  * messages (and, with "after-error", SAVEPOINT s and a statement that fails
  * in it, so that the server discards messages up to the next Sync), then a
- * Flush, never a Sync; prints the backend's pid and the token; sleeps
+ * Flush, never a Sync; with "use-lease", first takes a lease that outlives
+ * the transaction, fencing.acquire_lease(NAME, TTL), outside the pipeline,
+ * and then sends BEGIN and SELECT fencing.use_lease(NAME, its token)
+ * instead of lease(); prints the backend's pid and the token; sleeps
  * STALL_SECONDS (with "renew", sends SELECT fencing.held_token(NAME) and a
  * Flush every 300 ms meanwhile, reading each answer); then sends SELECT
  * fencing.held_token(NAME) and a Sync and prints what came back.  One line
@@ -92,27 +95,43 @@ main(int argc, char **argv)
 	const char *held_params[1];
 	int			after_error;
 	int			renew;
+	int			use_lease;
+	char	   *acquired = NULL;
 
 	if (argc < 5)
 	{
-		fprintf(stderr, "usage: %s CONNINFO NAME TTL STALL_SECONDS [after-error]\n",
+		fprintf(stderr, "usage: %s CONNINFO NAME TTL STALL_SECONDS [after-error | renew | use-lease]\n",
 				argv[0]);
 		return 2;
 	}
 	after_error = argc > 5 && strcmp(argv[5], "after-error") == 0;
 	renew = argc > 5 && strcmp(argv[5], "renew") == 0;
+	use_lease = argc > 5 && strcmp(argv[5], "use-lease") == 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	conn = PQconnectdb(argv[1]);
 	if (PQstatus(conn) != CONNECTION_OK)
 		die(conn, "connect");
-	if (!PQenterPipelineMode(conn))
-		die(conn, "pipeline mode");
 
 	lease_params[0] = argv[2];
 	lease_params[1] = argv[3];
+	if (use_lease)
+	{
+		res = PQexecParams(conn, "SELECT fencing.acquire_lease($1, $2::interval)",
+						   2, NULL, lease_params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQgetisnull(res, 0, 0))
+			die(conn, "acquire_lease");
+		acquired = strdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		lease_params[1] = acquired;
+	}
+	if (!PQenterPipelineMode(conn))
+		die(conn, "pipeline mode");
+
 	send_query(conn, "BEGIN", 0, NULL);
-	send_query(conn, "SELECT pg_backend_pid(), fencing.lease($1, $2::interval)",
+	send_query(conn, use_lease ?
+			   "SELECT pg_backend_pid(), fencing.use_lease($1, $2::bigint)" :
+			   "SELECT pg_backend_pid(), fencing.lease($1, $2::interval)",
 			   2, lease_params);
 	if (after_error)
 	{

@@ -1,0 +1,110 @@
+/*-------------------------------------------------------------------------
+ *
+ * use_lease.c
+ *		fencing.use_lease(name, token): the first statement of each
+ *		transaction of a lease holder's work.
+ *
+ * A job that holds a lease (locks/leases.c) commits its work in batches;
+ * each batch must prove, in its own transaction, that the lease is still
+ * its own, and must be rejected by the resource once a newer holder has
+ * come.  use_lease() does both in one round trip: it renews the lease
+ * (FN004 when it is not held with the token), raises the resource fence
+ * of the lease's name to the token as fencing.check_fence(name, token)
+ * does (FN001 when a newer holder passed it), and sets this transaction's
+ * fencing.token as fencing.set_token() does, so that the batch's writes to
+ * protected tables carry the token.
+ *
+ * The raised fence keeps its row of fencing.resource_fences locked until
+ * the batch's transaction ends, so for the rest of that transaction the
+ * holder may sit idle for at most the lease's ttl, as in a transaction
+ * that holds fencing.lease() (locks/tx_lease.c): a holder frozen in the
+ * middle of a batch has its session ended and the row lock freed, and the
+ * next holder's use_lease() does not wait for it for ever.
+ *
+ * The fence is raised through fencing.check_fence() itself, called by its
+ * OID: the same right decides (EXECUTE, which PUBLIC lacks, F9), and the
+ * same SECURITY DEFINER code writes the watermark.
+ *
+ * Copyright (c) 2026, the fencing developers
+ *
+ * IDENTIFICATION
+ *		src/fence/use_lease.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+
+#include "fence/fence.h"
+
+PG_FUNCTION_INFO_V1(fencing_use_lease);
+
+/*
+ * The OID of fencing.check_fence(text, bigint), which the caller must be
+ * allowed to execute: use_lease() raises the fence through it, so the
+ * same right (F9) and the same code decide.  Checked before the lease is
+ * touched, and refused in use_lease()'s own terms: the caller asked for
+ * use_lease(), and must learn which right it lacks and how to get it.
+ */
+static Oid
+check_fence_function(void)
+{
+	Oid			argtypes[2] = {TEXTOID, INT8OID};
+	Oid			fnoid;
+	Oid			roleid = GetUserId();
+	const char *role;
+
+	fnoid = LookupFuncName(list_make2(makeString("fencing"),
+									  makeString("check_fence")),
+						   2, argtypes, false);
+	if (fencing_function_aclcheck(fnoid, roleid) == ACLCHECK_OK)
+		return fnoid;
+	role = GetUserNameFromId(roleid, false);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to raise the resource fence of a lease"),
+			 errdetail("fencing.use_lease() raises the resource fence of the lease's name as fencing.check_fence() does, and role \"%s\" may not execute fencing.check_fence(text, bigint).",
+					   role),
+			 errhint("Grant that right to the role that holds the lease: GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO %s;",
+					 quote_identifier(role))));
+	return InvalidOid;			/* keep the compiler quiet */
+}
+
+/*
+ * SQL: fencing.use_lease(name, token).  The first statement of each
+ * transaction of the holder's work: FN004 unless the lease is held with
+ * token; renews it; raises the resource fence of name to token, as
+ * check_fence(name, token) does (FN001 when a newer holder passed it); and
+ * sets this transaction's fencing.token.  For the rest of the transaction
+ * the holder may sit idle for at most the lease's ttl.  Returns the token.
+ */
+Datum
+fencing_use_lease(PG_FUNCTION_ARGS)
+{
+	int64		token;
+	int			ttl_ms;
+	Oid			check_fence;
+
+	fencing_error_if_standby("fencing.use_lease()");
+	if (fencing_outside_transaction_block())
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				 errmsg("fencing.use_lease() can only be used in transaction blocks"),
+				 errdetail("It raises the resource fence and sets fencing.token for the transaction that does the work; outside a transaction block that transaction ends with the statement."),
+				 errhint("Start each batch with BEGIN, call fencing.use_lease() first, do the work, then COMMIT.")));
+
+	check_fence = check_fence_function();
+
+	ttl_ms = fencing_lease_renew_for_use(fcinfo, &token);
+	fencing_lease_idle_limit_for_use(ttl_ms);
+	(void) OidFunctionCall2(check_fence, PG_GETARG_DATUM(0),
+							Int64GetDatum(token));
+	(void) DirectFunctionCall1(fencing_set_token, Int64GetDatum(token));
+	PG_RETURN_INT64(token);
+}

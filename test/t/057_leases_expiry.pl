@@ -1,0 +1,158 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 057_leases_expiry.pl -- LL2, LL3, LL7 and T5 for leases that outlive a
+# transaction (src/locks/leases.c).
+#
+# The guide's expiry test, as a batch job: worker A takes the run's lease
+# (1 s), bills customer 1 in a batch that starts with use_lease, and then
+# freezes for longer than its ttl.  Its renewal then raises FN004 although
+# nobody took the name (no resurrection).  Worker B takes the name with a
+# higher token and bills customers 1 and 2.  A resumes: renew_lease and
+# use_lease raise FN004; writing anyway, it is rejected with FN001 by the
+# rows B wrote (customer 1) and by the run's resource fence before any row
+# B has not reached yet (customer 3); every customer is billed once.  A's
+# release_lease with its old token returns false and frees nothing; B's
+# own renewal and release work.
+#
+# LL7: with fencing.max_leases = 16, the 17th lease is refused with 53400,
+# and nothing else is disturbed.  T5: three hundred lease changes assign no
+# transaction id and flush no WAL themselves (the WAL writer flushes their
+# records within wal_writer_delay, no commit needed).
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+my $node = PostgreSQL::Test::Cluster->new('leases_expiry');
+$node->init;
+# fsync on, so that pg_stat_wal (pg_stat_io from 18 on) counts WAL flushes
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nfencing.max_leases = 16\nfsync = on\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION fencing');
+$node->safe_psql('postgres', <<'SQL');
+CREATE TABLE ledger (customer int PRIMARY KEY, amount numeric NOT NULL, fence bigint);
+SELECT fencing.protect('ledger');
+SQL
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+# The SQLSTATE of a statement that must fail, or 'no error'.
+sub sqlstate_of
+{
+	my ($session, $statement) = @_;
+	$session->{stderr} = '';
+	$session->query(<<"EOS");
+DO \$\$
+BEGIN
+	$statement;
+	RAISE NOTICE 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RAISE NOTICE 'sqlstate %', SQLSTATE;
+END \$\$;
+EOS
+	$session->{stderr} =~ /NOTICE:  (sqlstate (\w+)|no error)/;
+	my $state = $2 // 'no error';
+	$session->{stderr} = '';
+	return $state;
+}
+
+my $a = $node->background_psql('postgres', on_error_stop => 0);
+my $b = $node->background_psql('postgres', on_error_stop => 0);
+
+my $ta = $a->query_safe("SELECT fencing.acquire_lease('invoice-run', '1 second', holder => 'worker A')");
+like($ta, qr/^\d+$/, 'A takes the run\'s lease');
+$a->query_safe("BEGIN; SELECT fencing.use_lease('invoice-run', $ta); INSERT INTO ledger VALUES (1, 10); COMMIT");
+is(sql('SELECT fence FROM ledger WHERE customer = 1'), $ta, "A billed customer 1 under its token");
+
+# A freezes past its ttl.
+sleep(1.3);
+is(sqlstate_of($a, "PERFORM fencing.renew_lease('invoice-run', $ta)"), 'FN004',
+	'after its ttl, A cannot renew, although nobody took the name');
+is(sql('SELECT count(*) FROM fencing.leases'), 0, 'and the lease is not shown as held');
+
+my $tb = $b->query_safe("SELECT fencing.acquire_lease('invoice-run', '30 seconds', holder => 'worker B')");
+cmp_ok($tb, '>', $ta, 'B takes the name with a higher token');
+$b->query_safe("BEGIN; SELECT fencing.use_lease('invoice-run', $tb);"
+	  . " INSERT INTO ledger VALUES (1, 10) ON CONFLICT (customer) DO UPDATE SET amount = EXCLUDED.amount;"
+	  . " INSERT INTO ledger VALUES (2, 20); COMMIT");
+
+# A resumes where it was.
+is(sqlstate_of($a, "PERFORM fencing.renew_lease('invoice-run', $ta)"), 'FN004',
+	'A\'s renewal raises FN004');
+$a->query_safe('BEGIN');
+is(sqlstate_of($a, "PERFORM fencing.use_lease('invoice-run', $ta)"), 'FN004',
+	'A\'s next batch raises FN004 at use_lease');
+$a->query_safe('ROLLBACK');
+$a->query_safe('BEGIN');
+is(sqlstate_of($a, "SET LOCAL fencing.token = $ta; UPDATE ledger SET amount = 99 WHERE customer = 1"),
+	'FN001', 'A writing anyway: the row B wrote rejects it (FN001)');
+$a->query_safe('ROLLBACK');
+$a->query_safe('BEGIN');
+is(sqlstate_of($a, "PERFORM fencing.check_fence('invoice-run', $ta)"), 'FN001',
+	'the run\'s resource fence rejects A before customer 3, which B has not reached (FN001)');
+$a->query_safe('ROLLBACK');
+is(sql("SELECT string_agg(customer || ':' || (fence = $tb), ',' ORDER BY customer) FROM ledger"),
+	'1:true,2:true', 'every customer is billed once, by B');
+
+# The guide's release test.
+is($a->query_safe("SELECT fencing.release_lease('invoice-run', $ta)"), 'f',
+	'A\'s release with its old token returns false');
+is(sql("SELECT token FROM fencing.leases WHERE name = 'invoice-run'"), $tb,
+	'and frees nothing: B still holds the lease');
+like($b->query_safe("SELECT fencing.renew_lease('invoice-run', $tb)"), qr/^\d{4}-/,
+	'B renews');
+is($b->query_safe("SELECT fencing.release_lease('invoice-run', $tb)"), 't', 'B releases');
+is(sql('SELECT count(*) FROM fencing.leases'), 0, 'the run is free');
+
+# LL7: the table is full at fencing.max_leases.
+$b->query_safe("SELECT fencing.acquire_lease('full ' || i, '1 minute') FROM generate_series(1, 16) i");
+is(sqlstate_of($a, "PERFORM fencing.acquire_lease('one more', '1 minute')"), '53400',
+	'the 17th lease is refused with 53400');
+is(sql('SELECT count(*) FROM fencing.leases'), 16, 'the 16 leases stay');
+is(sql("SELECT count(*) FROM fencing.leases l WHERE fencing.renew_lease(l.name, l.token) > now()"),
+	16, 'and renew');
+is(sql("BEGIN; SELECT fencing.try_lock('one more') IS NOT NULL; COMMIT"),
+	't', 'locks are not disturbed');
+sql("SELECT fencing.release_lease(name, token) FROM fencing.leases WHERE name = 'full 1'");
+like(sql("SELECT fencing.acquire_lease('one more', '1 minute')"), qr/^\d+$/,
+	'once one is released, a new lease fits');
+sql('SELECT fencing.release_lease(name, token) FROM fencing.leases');
+
+# T5: no transaction id, and no WAL flush of our own.
+my $wal_io =
+  $node->pg_version >= 18
+  ? "(SELECT coalesce(sum(fsyncs), 0) AS wal_sync FROM pg_stat_io WHERE object = 'wal' AND context = 'normal')"
+  : 'pg_stat_wal';
+my $session = $node->background_psql('postgres');
+$session->query_safe('SELECT pg_stat_force_next_flush()');
+my $sync0 = sql("SELECT wal_sync FROM $wal_io s");
+$session->query_safe('BEGIN');
+for my $i (1 .. 100)
+{
+	my $t = $session->query_safe("SELECT fencing.acquire_lease('t5', '1 minute')");
+	$session->query_safe("SELECT fencing.renew_lease('t5', $t)");
+	$session->query_safe("SELECT fencing.release_lease('t5', $t)");
+}
+is($session->query_safe('SELECT pg_current_xact_id_if_assigned() IS NULL'),
+	't', 'three hundred lease changes assigned no transaction id');
+$session->query_safe('COMMIT');
+my $lsn = $session->query_safe('SELECT pg_current_wal_insert_lsn()');
+$session->query_safe('SELECT pg_stat_force_next_flush()');
+sql('SELECT pg_stat_force_next_flush()');
+my $syncs = sql("SELECT wal_sync FROM $wal_io s") - $sync0;
+note("WAL flushes during 300 lease changes: $syncs");
+cmp_ok($syncs, '<', 30, 'the lease changes flushed no WAL themselves');
+ok($node->poll_query_until('postgres', "SELECT pg_current_wal_flush_lsn() >= '$lsn'"),
+	'the WAL writer flushed their records without a commit');
+$session->quit;
+
+$a->quit;
+$b->quit;
+$node->stop;
+done_testing();
