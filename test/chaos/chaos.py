@@ -7,8 +7,9 @@ inside the client network namespace, as root).
      node that will get the clock fault under libfaketime;
   2. create database "chaos" (schema.sql) on the primary;
   3. start the monitor (every node's role and timeline, ten times a second,
-     over its unix socket) and K workers (worker.py), one of them with its
-     clock set off for the whole run;
+     over its unix socket), K invoice workers (worker.py), one of them with
+     its clock set off for the whole run, and L lease workers (worker.py
+     --job lease);
   4. for each mode (phase) of the run, inject faults (faults.py) one after
      another, waiting after each for the cluster to be whole again, until
      the phase's share of the time is used; between phases switch Patroni's
@@ -67,6 +68,7 @@ class Run:
         self.injector = None
         self.fake_node = self.rng.choice(C.NODES)
         self.worker_names = ["w%d" % (i + 1) for i in range(args.workers)]
+        self.lease_names = ["l%d" % (i + 1) for i in range(args.lease_workers)]
         self.clock_worker = self.rng.choice(self.worker_names)
         self.worker_offset = self.rng.choice([-1, 1]) * self.rng.randint(30, 120)
         self.clu = C.Cluster(args.run_dir, args.netns_prefix, args.bindir, args.modes[0],
@@ -191,38 +193,52 @@ class Run:
 
     # --- workers ---------------------------------------------------------------
 
-    def start_workers(self):
+    def start_worker(self, name, extra):
         wdir = os.path.join(self.results, "workers")
-        os.chmod(wdir, 0o777)
+        env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+               "HOME": self.a.run_dir}
+        argv = [sys.executable, os.path.join(HERE, "worker.py"),
+                "--name", name, "--dsn", C.worker_dsn("chaos", "chaos_worker", name),
+                "--log", os.path.join(wdir, name + ".jsonl"),
+                "--seed", str(self.a.seed), "--lease-ttl", str(LEASE_TTL),
+                "--step-ms", str(self.a.step_ms)] + extra
+        # every other worker gives a silent server up after a while, as a
+        # driver's socket timeout does, and reconnects to whichever node
+        # is primary now; the others hold their connections to a paused
+        # primary until it wakes up
+        if int(name[1:]) % 2 == 0:
+            argv += ["--client-timeout", str(CLIENT_TIMEOUT)]
+        if name == self.clock_worker:
+            # set after the uid change: libfaketime must not load into setpriv
+            argv = ["env", "LD_PRELOAD=" + self.a.faketime_lib,
+                    "FAKETIME=%+d" % self.worker_offset] + argv
+        # already in the client's network namespace
+        cmd = C.private_shm_and_ipc(argv)
+        err = open(os.path.join(wdir, name + ".stderr"), "ab")
+        self.workers[name] = subprocess.Popen(cmd, env=env, stdout=err, stderr=subprocess.STDOUT,
+                                              stdin=subprocess.DEVNULL, start_new_session=True)
+        err.close()
+
+    def start_workers(self):
+        os.chmod(os.path.join(self.results, "workers"), 0o777)
         for name in self.worker_names:
-            env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-                   "HOME": self.a.run_dir}
-            argv = [sys.executable, os.path.join(HERE, "worker.py"),
-                   "--name", name, "--dsn", C.worker_dsn("chaos", "chaos_worker", name),
-                   "--log", os.path.join(wdir, name + ".jsonl"),
-                   "--seed", str(self.a.seed), "--lease-ttl", str(LEASE_TTL),
-                   "--step-ms", str(self.a.step_ms)]
-            # every other worker gives a silent server up after a while, as a
-            # driver's socket timeout does, and reconnects to whichever node
-            # is primary now; the others hold their connections to a paused
-            # primary until it wakes up
-            if int(name[1:]) % 2 == 0:
-                argv += ["--client-timeout", str(CLIENT_TIMEOUT)]
-            if name == self.clock_worker:
-                # set after the uid change: libfaketime must not load into setpriv
-                argv = ["env", "LD_PRELOAD=" + self.a.faketime_lib,
-                        "FAKETIME=%+d" % self.worker_offset] + argv
-            # already in the client's network namespace
-            cmd = C.private_shm_and_ipc(argv)
-            err = open(os.path.join(wdir, name + ".stderr"), "ab")
-            self.workers[name] = subprocess.Popen(cmd, env=env, stdout=err, stderr=subprocess.STDOUT,
-                                                  stdin=subprocess.DEVNULL, start_new_session=True)
-            err.close()
+            self.start_worker(name, [])
+        lease_args = ["--job", "lease", "--jobs", str(self.a.lease_jobs)]
+        if self.a.break_ == "lease-no-fence":
+            lease_args.append("--break-lease")
+            self.log("BROKEN ON PURPOSE: the lease workers skip use_lease and ignore failed renewals "
+                     "(CHAOS_BREAK=lease-no-fence)")
+        for name in self.lease_names:
+            self.start_worker(name, lease_args)
         self.event("fault_static", kind="clock_worker", target=self.clock_worker,
                    offset=self.worker_offset)
         self.log("%d workers started (the even ones give a silent server up after %.0f s); "
                  "%s runs with its clock %+d s off for the whole run"
-                 % (len(self.workers), CLIENT_TIMEOUT, self.clock_worker, self.worker_offset))
+                 % (len(self.worker_names), CLIENT_TIMEOUT, self.clock_worker, self.worker_offset))
+        if self.lease_names:
+            self.log("%d lease workers started on %d jobs (acquire_lease, renewals every %.1f s on a "
+                     "second connection, use_lease per batch)"
+                     % (len(self.lease_names), self.a.lease_jobs, LEASE_TTL / 3))
 
     def stop_workers(self, grace=5.0):
         for p in self.workers.values():
@@ -346,6 +362,10 @@ class Run:
             "ledger": "SELECT customer_id, period, amount::text, token, fence, attempt FROM billing.ledger",
             "invoices": "SELECT customer_id, period, amount::text, token, worker, attempt FROM billing.invoices",
             "statements": "SELECT sweep, customer_id, generation, worker, attempt, fence FROM billing.statements",
+            "job_rows": "SELECT job, item, generation, worker, attempt, fence FROM billing.job_rows",
+            "lease_batches": "SELECT attempt, name, token, worker, resource_fence, token_setting, seq"
+                             " FROM chaos.lease_batches ORDER BY seq",
+            "leases": "SELECT name, token, holder, expires_at::text FROM fencing.leases",
             "commits": "SELECT attempt, worker, kind, token, host(node) FROM chaos.commits",
             "audit": "SELECT audit_id, tbl, row_key, op, old_fence, new_fence, token_setting, attempt,"
                      " xid::text, host(node) FROM chaos.audit ORDER BY audit_id",
@@ -445,12 +465,14 @@ def parse_args(argv):
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--seed", default="1")
     p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--lease-workers", type=int, default=3)
+    p.add_argument("--lease-jobs", type=int, default=2)
     p.add_argument("--customers", type=int, default=8)
     p.add_argument("--periods", type=int, default=6000)
     p.add_argument("--step-ms", type=int, default=60)
     p.add_argument("--faults", default="")
     p.add_argument("--dcs", default="etcd", choices=["etcd", "etcd3"])
-    p.add_argument("--break", dest="break_", default="", choices=["", "no-trigger", "accept-all"])
+    p.add_argument("--break", dest="break_", default="", choices=["", "no-trigger", "accept-all", "lease-no-fence"])
     p.add_argument("--start-timeout", type=float, default=150)
     p.add_argument("--recover-timeout", type=float, default=90)
     p.add_argument("--end-by", type=float, default=0,
@@ -486,6 +508,7 @@ def main(argv):
         return 2
     run.log("checking (results in %s)" % args.results)
     report = checker.check(args.results)
+    report.tap.append(checker.self_test())
     try:
         png = plot.plot(args.results, report)
         report.png = png

@@ -9,8 +9,8 @@ test/chaos/faults.py -- the faults of the chaos test, seeded and bounded.
                 wakes up while its clients still hold connections
   partition     the primary's cluster link cut at the bridge: it loses etcd
                 and the replicas, its clients still reach it
-  stop_worker   SIGSTOP of a worker, preferably one that holds a lock, for
-                longer than its lease, then SIGCONT
+  stop_worker   SIGSTOP of a worker, preferably one that holds a lock or a
+                lease, for longer than its lease, then SIGCONT
   clock         the clock of one node (the one started under libfaketime)
                 set off by a fraction of a second for a while; a switchover
                 during that window promotes that node when it can
@@ -238,11 +238,13 @@ class Injector:
             try:
                 with self.c.connect(leader, "chaos", timeout=2) as conn:
                     holders = [r[0] for r in conn.execute(
-                        "SELECT DISTINCT a.application_name FROM fencing.locks l"
-                        " JOIN pg_stat_activity a USING (pid) WHERE l.granted").fetchall()]
+                        "SELECT a.application_name FROM fencing.locks l"
+                        " JOIN pg_stat_activity a USING (pid) WHERE l.granted"
+                        " UNION SELECT holder FROM fencing.leases"
+                        " WHERE expires_at > now()").fetchall()]
             except Exception:
                 holders = []
-        holders = sorted(h for h in holders if h in self.workers)
+        holders = sorted({h for h in holders if h in self.workers})
         name = self.rng.choice(holders or names)
         proc = self.workers[name]
         hold = self.lease_ttl + self.rng.uniform(2, 4)
@@ -252,7 +254,8 @@ class Injector:
         self.cont_all()
         return {"target": name, "hold": hold, "held_lock": name in holders,
                 "what": "SIGSTOP of worker %s%s for %.1f s > lease %.0f s, then SIGCONT"
-                        % (name, " (holding a lock)" if name in holders else "", hold,
+                        % (name, " (holding a %s)" % ("lease" if name.startswith("l") else "lock")
+                           if name in holders else "", hold,
                            self.lease_ttl)}
 
     # --- cleanup --------------------------------------------------------------------

@@ -4,10 +4,11 @@
 #
 # Three etcd members and three Patroni-managed PostgreSQL nodes (the
 # server under test), each in a network namespace of its own
-# (test/chaos/netns.sh), K invoice workers, seeded faults (kill -9 and
-# SIGSTOP of the primary, a partition, a paused worker, a skewed clock, a
-# switchover), and a checker that reads the final database and the
-# workers' logs (test/chaos/checker.py). See test/chaos/README.md.
+# (test/chaos/netns.sh), K invoice workers, L lease-holding batch workers,
+# seeded faults (kill -9 and SIGSTOP of the primary, a partition, a paused
+# worker, a skewed clock, a switchover), and a checker that reads the final
+# database and the workers' logs (test/chaos/checker.py). See
+# test/chaos/README.md.
 #
 #   test/chaos/run.sh            a full run (make chaos)
 #   test/chaos/run.sh --short    the short seeded run of "make test":
@@ -19,7 +20,8 @@
 #                   --short: 110)
 #   CHAOS_SEED      the seed (default: random, printed; --short: 20261130)
 #   CHAOS_MODE      sync, async or both (default both)
-#   CHAOS_WORKERS   workers (default 8)
+#   CHAOS_WORKERS   invoice workers (default 8)
+#   CHAOS_LEASE_WORKERS  lease workers (default 3), on two jobs
 #   CHAOS_FAULTS    comma-separated fault kinds to cycle through instead of
 #                   the seeded shuffle (kill9, stop_primary, partition,
 #                   stop_worker, clock, switchover); "a,b/c,d" gives each
@@ -28,8 +30,10 @@
 #                   test/chaos/README.md: Debian's Patroni 3.0.2 loses
 #                   acknowledged commits with it)
 #   CHAOS_BREAK     accept-all: build fencing with a trigger that accepts
-#                   every write; no-trigger: leave the tables unprotected.
-#                   Both must make the checker report violations.
+#                   every write; no-trigger: leave the tables unprotected;
+#                   lease-no-fence: the lease workers write without
+#                   use_lease and carry on after a failed renewal.  Each
+#                   must make the checker report violations.
 #   CHAOS_RESULTS   where results go (default test/results)
 #   CHAOS_KEEP=1    keep the run directory (data directories, logs)
 #   FENCING_SKIP_BUILD=1  test the fencing.so installed in the system's
@@ -76,6 +80,7 @@ else
 fi
 CHAOS_MODE=${CHAOS_MODE:-both}
 CHAOS_WORKERS=${CHAOS_WORKERS:-8}
+CHAOS_LEASE_WORKERS=${CHAOS_LEASE_WORKERS:-3}
 CHAOS_DCS=${CHAOS_DCS:-etcd}
 CHAOS_BREAK=${CHAOS_BREAK:-}
 CHAOS_RESULTS=${CHAOS_RESULTS:-$ROOT/test/results}
@@ -89,9 +94,9 @@ both) MODES=sync,async ;;
 	;;
 esac
 case $CHAOS_BREAK in
-'' | accept-all | no-trigger) ;;
+'' | accept-all | no-trigger | lease-no-fence) ;;
 *)
-	echo "chaos: CHAOS_BREAK must be accept-all or no-trigger, not '$CHAOS_BREAK'" >&2
+	echo "chaos: CHAOS_BREAK must be accept-all, no-trigger or lease-no-fence, not '$CHAOS_BREAK'" >&2
 	exit 2
 	;;
 esac
@@ -262,7 +267,7 @@ chown -R postgres: "$RUN"
 STAMP=$(date +%Y%m%d-%H%M%S)
 RESULTS=$CHAOS_RESULTS/chaos-${CHAOS_MODE}-seed${CHAOS_SEED}-$STAMP${CHAOS_BREAK:+-broken-$CHAOS_BREAK}
 mkdir -p "$RESULTS"
-log "chaos: mode $CHAOS_MODE, seed $CHAOS_SEED, $CHAOS_SECONDS s of faults, $CHAOS_WORKERS workers; results in $RESULTS"
+log "chaos: mode $CHAOS_MODE, seed $CHAOS_SEED, $CHAOS_SECONDS s of faults, $CHAOS_WORKERS workers, $CHAOS_LEASE_WORKERS lease workers; results in $RESULTS"
 log "chaos: network namespaces $NETNS_PREFIX-*; run directory $RUN"
 
 netns_up
@@ -275,7 +280,8 @@ netns_exec cl "$PYTHON" "$HERE/chaos.py" \
 	--netns-prefix "$NETNS_PREFIX" \
 	--bindir "$PREFIX$CONFIG_BINDIR" --fake-bindir "$RUN/bin-faketime" --faketime-lib "$FAKETIME_LIB" \
 	--modes "$MODES" --seconds "$CHAOS_SECONDS" --seed "$CHAOS_SEED" \
-	--workers "$CHAOS_WORKERS" --faults "$CHAOS_FAULTS" --dcs "$CHAOS_DCS" \
+	--workers "$CHAOS_WORKERS" --lease-workers "$CHAOS_LEASE_WORKERS" \
+	--faults "$CHAOS_FAULTS" --dcs "$CHAOS_DCS" \
 	--break "$CHAOS_BREAK" \
 	$([ "$SHORT" = 1 ] && echo --tap --recover-timeout 40 \
 		--end-by $((CHAOS_SHORT_BUDGET - CHAOS_SHORT_AFTER - (SECONDS - START_SECONDS)))) &

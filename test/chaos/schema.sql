@@ -83,6 +83,35 @@ CREATE TABLE billing.statements (
 	PRIMARY KEY (sweep, customer_id)
 );
 
+-- Written by the lease workers' batch job: a run of job <k> holds the lease
+-- "batch-job:<k>" (fencing.acquire_lease) across its transactions; each
+-- batch starts with fencing.use_lease, which raises the job's resource
+-- fence to the token and sets fencing.token, so the trigger stamps the rows
+-- (a few of the job's items per batch, in an order of the run's own).
+CREATE TABLE billing.job_rows (
+	job			integer NOT NULL,
+	item		integer NOT NULL,
+	generation	integer NOT NULL,
+	worker		text NOT NULL,
+	attempt		text NOT NULL,
+	fence		bigint,
+	PRIMARY KEY (job, item)
+);
+
+-- One row per batch of a lease run, written after use_lease: with the job's
+-- resource fence and fencing.token as the batch saw them.  use_lease keeps
+-- the job's row of fencing.resource_fences locked until the batch ends, so
+-- the batches of one job that commit take seq in the order they commit.
+CREATE TABLE chaos.lease_batches (
+	attempt		text PRIMARY KEY,
+	name		text NOT NULL,
+	token		bigint NOT NULL,
+	worker		text NOT NULL,
+	resource_fence bigint,
+	token_setting text,
+	seq			bigserial NOT NULL
+);
+
 -- Every transaction a worker commits inserts its attempt here, so the
 -- checker can tell which acknowledged commits the final database has.
 CREATE TABLE chaos.commits (
@@ -120,6 +149,9 @@ BEGIN
 	IF TG_TABLE_NAME = 'statements' THEN
 		key := CASE WHEN TG_OP = 'DELETE' THEN OLD.sweep || '/' || OLD.customer_id
 					ELSE NEW.sweep || '/' || NEW.customer_id END;
+	ELSIF TG_TABLE_NAME = 'job_rows' THEN
+		key := CASE WHEN TG_OP = 'DELETE' THEN OLD.job || '/' || OLD.item
+					ELSE NEW.job || '/' || NEW.item END;
 	ELSE
 		key := CASE WHEN TG_OP = 'DELETE' THEN OLD.customer_id::text
 					ELSE NEW.customer_id::text END;
@@ -138,6 +170,8 @@ CREATE TRIGGER zz_audit_fence AFTER INSERT OR UPDATE OR DELETE ON billing.accoun
 	FOR EACH ROW EXECUTE FUNCTION chaos.audit_fence();
 CREATE TRIGGER zz_audit_fence AFTER INSERT OR UPDATE OR DELETE ON billing.statements
 	FOR EACH ROW EXECUTE FUNCTION chaos.audit_fence();
+CREATE TRIGGER zz_audit_fence AFTER INSERT OR UPDATE OR DELETE ON billing.job_rows
+	FOR EACH ROW EXECUTE FUNCTION chaos.audit_fence();
 
 INSERT INTO billing.customers (customer_id, name, monthly_fee)
 SELECT i, 'customer ' || i, 10 + i FROM generate_series(1, :customers) AS i;
@@ -153,20 +187,22 @@ SELECT to_char(date '2001-01-01' + make_interval(months => i), 'YYYY-MM')
 SELECT fencing.protect('billing.accounts');
 SELECT fencing.protect('billing.ledger');
 SELECT fencing.protect('billing.statements');
+SELECT fencing.protect('billing.job_rows');
 
 \if :unprotect
 SELECT fencing.unprotect('billing.accounts');
 SELECT fencing.unprotect('billing.ledger');
 SELECT fencing.unprotect('billing.statements');
+SELECT fencing.unprotect('billing.job_rows');
 \endif
 
 CREATE ROLE chaos_worker LOGIN;
 GRANT USAGE ON SCHEMA billing, chaos TO chaos_worker;
 GRANT SELECT ON ALL TABLES IN SCHEMA billing TO chaos_worker;
 GRANT INSERT, UPDATE ON billing.accounts, billing.runs, billing.ledger, billing.invoices,
-	billing.statements TO chaos_worker;
-GRANT INSERT, SELECT ON chaos.commits, chaos.audit TO chaos_worker;
+	billing.statements, billing.job_rows TO chaos_worker;
+GRANT INSERT, SELECT ON chaos.commits, chaos.audit, chaos.lease_batches TO chaos_worker;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA billing, chaos TO chaos_worker;
 -- check_fence raises a resource's watermark: it needs a grant of its own
--- (DESIGN.md F9), given here to the workers' role.
+-- (DESIGN.md F9), given here to the workers' role; use_lease calls it.
 GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO chaos_worker;

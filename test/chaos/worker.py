@@ -25,6 +25,25 @@ read-write), in a loop until SIGTERM:
                 does not end the sweep (the token, not the session, is the
                 holder's identity): it reconnects and goes on.
 
+With --job lease the worker runs the lease-holding batch job instead:
+
+  lease run     fencing.acquire_lease('batch-job:<k>', ttl, timeout,
+                holder => the worker's name), outside any transaction; a
+                thread renews the lease every ttl/3 on a connection of its
+                own (fencing.renew_lease); then batch after batch, each one
+                transaction that starts with fencing.use_lease (which renews
+                the lease, raises the job's resource fence to the token and
+                sets fencing.token, so the fence trigger stamps every row)
+                and upserts a few of the job's rows (billing.job_rows, in
+                an order of the run's own).  The run ends
+                when use_lease or a renewal raises FN004 (or FN001, 25P03,
+                25P04, 57P01, any error), when either connection is lost or
+                silent (never reconnect and carry on with the token), or
+                after its last batch (release_lease); the next run acquires
+                the lease again, with a new token.  A run that lost its
+                connection releases its token once it has a new one (a
+                release frees nothing that is not held with that token).
+
 Every transaction also inserts its attempt id into chaos.commits, and
 reads back the chaos.audit rows its writes produced before it commits.
 
@@ -44,12 +63,15 @@ import json
 import os
 import random
 import signal
+import socket
 import sys
+import threading
 import time
 
 import psycopg
 
 STALE = "FN001"
+LEASE_LOST = "FN004"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -99,6 +121,95 @@ class Attempt:
         self.began = None
 
 
+class Renewer(threading.Thread):
+    """The lease's heartbeat: fencing.renew_lease every ttl/3 on a
+    connection of its own, from the start of a run to its end.  The first
+    failure (FN004, any error, the connection lost, or, with the worker's
+    client timeout, a server silent for that long) ends the heartbeat and
+    sets lost = (sqlstate, message): the run stops before its next batch.
+    It never reconnects: a run whose renewals fail is over."""
+
+    def __init__(self, worker, run, name):
+        super().__init__(name="renewer-" + run.id, daemon=True)
+        self.w = worker
+        self.run_id = run.id
+        self.token = run.token
+        self.name_ = name
+        self.halt = threading.Event()
+        self.lost = None
+        self.renewals = 0
+        self.conn = None
+        self.cut = False
+
+    def finish(self):
+        """Stop the heartbeat; a renewal still waiting for a silent server
+        is left to its daemon thread (its token is the ended run's)."""
+        self.halt.set()
+        if self.is_alive():
+            self.join(2 * self.w.args.lease_ttl)
+
+    def cut_connection(self):
+        """The client timeout: shut the socket down under the statement
+        that waits (closing the connection from this thread would free it
+        under the other)."""
+        self.cut = True
+        try:
+            s = socket.socket(fileno=os.dup(self.conn.pgconn.socket))
+            s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        except (OSError, psycopg.Error):
+            pass
+
+    def call(self, sql, params=None):
+        timer = None
+        if self.w.args.client_timeout:
+            timer = threading.Timer(self.w.args.client_timeout, self.cut_connection)
+            timer.daemon = True
+            timer.start()
+        try:
+            return self.conn.execute(sql, params).fetchone()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def give_up(self, sqlstate, msg, sent):
+        self.lost = (sqlstate, msg)
+        self.w.emit("renew_failed", kind="lease", attempt=self.run_id, name=self.name_,
+                    token=self.token, sqlstate=sqlstate, msg=msg, sent=sent, recv=true_mono())
+
+    def run(self):
+        interval = self.w.args.lease_ttl / 3.0
+        sent = true_mono()
+        try:
+            self.conn = psycopg.connect(self.w.args.dsn, autocommit=True)
+        except psycopg.Error as e:
+            # every host's answer: the first line is only the first host's
+            self.give_up(getattr(e, "sqlstate", None),
+                         "renewer cannot connect: " + " | ".join(str(e).split("\n")), sent)
+            return
+        try:
+            while not self.halt.wait(interval):
+                sent = true_mono()
+                try:
+                    row = self.call("SELECT fencing.renew_lease(%s, %s)::text, inet_server_addr()::text,"
+                                    " pg_walfile_name(pg_current_wal_lsn())", (self.name_, self.token))
+                except psycopg.Error as e:
+                    msg = first_line(e)
+                    if self.cut:
+                        msg = "no answer within the client timeout: " + msg
+                    self.give_up(getattr(e, "sqlstate", None), msg, sent)
+                    return
+                self.renewals += 1
+                self.w.emit("renew", kind="lease", attempt=self.run_id, name=self.name_, token=self.token,
+                            node=row[1].split("/")[0], tl=int(row[2][:8], 16), expires=row[0],
+                            sent=sent, recv=true_mono())
+        finally:
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+
+
 class Worker:
     def __init__(self, args):
         self.args = args
@@ -112,6 +223,8 @@ class Worker:
         self.customers = []
         self.warnings = []
         self.timed_out = False
+        self.left_over = None
+        self.batch_at = None
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGALRM, _on_alarm)
 
@@ -253,7 +366,7 @@ class Worker:
         at.phase = "commit"
         sent = true_mono()
         self.emit("commit_sent", kind=at.kind, attempt=at.id, token=at.token, node=at.node,
-                  tl=at.tl, lsn_lo=lsn_lo, audit=[list(a) for a in audit], sent=sent)
+                  tl=at.tl, lsn_lo=lsn_lo, audit=[list(a) for a in audit], sent=sent, **extra)
         status = self.q("COMMIT").statusmessage
         recv = true_mono()
         if status != "COMMIT":
@@ -381,6 +494,158 @@ class Worker:
                 if at.phase != "commit" and self.conn is not None:
                     return          # an error that is not the connection's: give up
 
+    # --- the lease job: one lease across many transactions, renewed from another connection ---
+
+    def release_left_over(self):
+        """After a run that lost its connection: release its token on the
+        new one.  Safe whatever became of the lease: release_lease frees
+        only a lease held with that very token, and the run is over."""
+        if self.left_over is None:
+            return
+        run_id, name, token = self.left_over
+        self.left_over = None
+        sent = true_mono()
+        try:
+            released = self.q("SELECT fencing.release_lease(%s, %s)", (name, token)).fetchone()[0]
+            self.emit("release", attempt=run_id, name=name, token=token, released=released,
+                      after="a lost connection", node=self.node, sent=sent, recv=true_mono())
+        except psycopg.Error as e:
+            self.emit("error", msg=first_line(e), sqlstate=getattr(e, "sqlstate", None))
+            if self.broken():
+                self.drop()
+
+    def acquire(self, run, name):
+        """fencing.acquire_lease, waiting up to one ttl for the name; the
+        token, or None when it stayed busy."""
+        sent = true_mono()
+        row = self.q("SELECT fencing.acquire_lease(%s, make_interval(secs => %s),"
+                     " make_interval(secs => %s), %s),"
+                     " inet_server_addr()::text, pg_walfile_name(pg_current_wal_lsn())",
+                     (name, self.args.lease_ttl, self.args.lease_ttl, self.name)).fetchone()
+        recv = true_mono()
+        run.node, run.tl = row[1].split("/")[0], int(row[2][:8], 16)
+        if row[0] is None:
+            self.emit("busy", kind="lease", attempt=run.id, name=name, node=run.node, tl=run.tl,
+                      sent=sent, recv=recv)
+            return None
+        self.emit("grant", kind="lease", attempt=run.id, name=name, token=row[0], node=run.node,
+                  tl=run.tl, sent=sent, recv=recv)
+        return row[0]
+
+    def lease_batch(self, run, name, job, ids):
+        """One batch transaction of a lease run: use_lease first, then the
+        job's rows, the batch's row in chaos.lease_batches, COMMIT.  Raises
+        on any failure."""
+        at = Attempt(self.next_attempt("j"), "lease_batch")
+        self.batch_at = at
+        at.phase = "begin"
+        at.began = true_mono()
+        self.q("BEGIN")
+        self.q("SELECT set_config('chaos.attempt', %s, true)", (at.id,))
+        at.token = run.token
+        sent = true_mono()
+        if self.args.break_lease:
+            at.phase = "set_token"
+            self.q("SET LOCAL fencing.token = %d" % int(run.token))
+            row = self.q("SELECT inet_server_addr()::text, pg_walfile_name(pg_current_wal_lsn())"
+                         ).fetchone()
+        else:
+            at.phase = "use_lease"
+            row = self.q("SELECT inet_server_addr()::text, pg_walfile_name(pg_current_wal_lsn()),"
+                         " fencing.use_lease(%s, %s)", (name, run.token)).fetchone()
+        at.node, at.tl = row[0].split("/")[0], int(row[1][:8], 16)
+        used = true_mono()
+        if not self.args.break_lease:
+            self.emit("use", kind="lease_batch", attempt=at.id, run=run.id, name=name, token=run.token,
+                      node=at.node, tl=at.tl, sent=sent, recv=used)
+        at.phase = "write"
+        self.q("INSERT INTO billing.job_rows AS j (job, item, generation, worker, attempt)"
+               " SELECT %(k)s, i, 1, %(w)s, %(a)s FROM unnest(%(ids)s::int[]) AS i"
+               " ON CONFLICT (job, item) DO UPDATE"
+               " SET generation = j.generation + 1, worker = EXCLUDED.worker,"
+               "     attempt = EXCLUDED.attempt",
+               {"k": job, "w": self.name, "a": at.id, "ids": ids})
+        self.q("INSERT INTO chaos.lease_batches (attempt, name, token, worker, resource_fence, token_setting)"
+               " SELECT %(a)s, %(n)s, %(t)s, %(w)s,"
+               "        (SELECT fence FROM fencing.resource_fences"
+               "          WHERE resource = fencing.normalize_name(%(n)s)),"
+               "        current_setting('fencing.token', true)",
+               {"a": at.id, "n": name, "t": run.token, "w": self.name})
+        self.commit(at, name=name, run=run.id, used=used)
+
+    def lease_once(self):
+        """One run of the lease job, from acquire_lease to its end."""
+        self.release_left_over()
+        job = self.rng.randint(1, self.args.jobs)
+        name = "batch-job:%d" % job
+        run = Attempt(self.next_attempt("L"), "lease")
+        try:
+            run.token = self.acquire(run, name)
+        except psycopg.Error as e:
+            # the lease may have been granted with a token nobody knows: it
+            # lapses one ttl later
+            self.emit("acquire_failed", kind="lease", attempt=run.id, name=name,
+                      sqlstate=getattr(e, "sqlstate", None), msg=first_line(e), node=self.node)
+            if self.broken():
+                self.drop()
+            self.sleep(0.2)
+            return
+        if run.token is None:
+            self.sleep(self.rng.uniform(0.1, 0.5))
+            return
+
+        renewer = Renewer(self, run, name)
+        order = list(range(1, self.args.job_items + 1))
+        self.rng.shuffle(order)
+        batches = self.rng.randint(max(1, self.args.lease_batches // 2), self.args.lease_batches)
+        done = 0
+        why = None
+        try:
+            renewer.start()
+            for b in range(batches):
+                self.sleep(self.rng.uniform(0.5, 1.5) * self.args.step_ms * 4 / 1000.0)
+                if self.stopping:
+                    raise Stop()
+                if renewer.lost and not self.args.break_lease:
+                    why = {"by": "renew", "sqlstate": renewer.lost[0], "msg": renewer.lost[1]}
+                    break
+                if self.broken():
+                    why = {"by": "batch", "sqlstate": None, "msg": "connection lost"}
+                    break
+                i = (b * self.args.batch) % len(order)
+                ids = (order + order)[i:i + self.args.batch]
+                try:
+                    self.lease_batch(run, name, job, ids)
+                    done += 1
+                except (psycopg.Error, RuntimeError) as e:
+                    self.failed(self.batch_at, e)
+                    why = {"by": self.batch_at.phase, "sqlstate": getattr(e, "sqlstate", None),
+                           "msg": first_line(e)}
+                    break
+        except Stop:
+            renewer.finish()
+            self.rollback()
+            raise
+        renewer.finish()
+        if why is None:
+            why = {"by": "end", "sqlstate": None, "msg": "all batches done"}
+        lost_conn = self.conn is None or self.broken()
+        self.emit("lease_end", attempt=run.id, name=name, token=run.token, batches=done,
+                  renewals=renewer.renewals, connection_lost=lost_conn, **why)
+        if lost_conn:
+            self.left_over = (run.id, name, run.token)
+            return
+        sent = true_mono()
+        try:
+            released = self.q("SELECT fencing.release_lease(%s, %s)", (name, run.token)).fetchone()[0]
+            self.emit("release", attempt=run.id, name=name, token=run.token, released=released,
+                      after=why["msg"], node=self.node, sent=sent, recv=true_mono())
+        except psycopg.Error as e:
+            self.emit("error", msg=first_line(e), sqlstate=getattr(e, "sqlstate", None))
+            if self.broken():
+                self.drop()
+                self.left_over = (run.id, name, run.token)
+
     # --- main loop ---------------------------------------------------------------------------
 
     def run(self):
@@ -394,7 +659,9 @@ class Worker:
                         self.customers = [r[0] for r in self.q(
                             "SELECT customer_id FROM billing.customers ORDER BY customer_id").fetchall()]
                 try:
-                    if self.rng.random() < self.args.bill_share:
+                    if self.args.job == "lease":
+                        self.lease_once()
+                    elif self.rng.random() < self.args.bill_share:
                         self.bill_once()
                     else:
                         self.sweep_once()
@@ -427,6 +694,15 @@ def main():
     p.add_argument("--sweeps", type=int, default=3)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--bill-share", type=float, default=0.5)
+    p.add_argument("--job", default="invoice", choices=["invoice", "lease"])
+    p.add_argument("--jobs", type=int, default=2, help="lease job: how many jobs (lease names)")
+    p.add_argument("--job-items", type=int, default=64,
+                   help="lease job: rows per job; a run writes --batch of them per batch")
+    p.add_argument("--lease-batches", type=int, default=30,
+                   help="lease job: batches per run, at most (each run draws 1/2 to all of them)")
+    p.add_argument("--break-lease", action="store_true",
+                   help="lease job, broken on purpose: batches skip use_lease (only SET LOCAL"
+                        " fencing.token) and the run ignores a failed renewal")
     p.add_argument("--client-timeout", type=float, default=0.0,
                    help="seconds without an answer after which the connection is given up (0: never)")
     args = p.parse_args()
