@@ -17,6 +17,18 @@
  *					($1, 0)); COMMIT (no token), the reference for "fencing"
  *	 advisory-1rt	the same SELECT in autocommit, the reference for
  *					"fencing-1rt"
+ *	 lease			a lease cycle, three prepared statements in autocommit:
+ *					SELECT fencing.acquire_lease($1, '30 s') (the token);
+ *					UPDATE bench_peers.counters SET n = n + 1, fence = token
+ *					(a fenced, durable INCR: the fence trigger checks the
+ *					token, the commit is flushed); SELECT
+ *					fencing.release_lease($1, token)
+ *	 lease-nosync	the same with synchronous_commit = off for the session:
+ *					the INCR's commit is not waited for (it reaches disk
+ *					within wal_writer_delay), to show what the flush costs
+ *	 incr			the fenced, durable INCR alone, always with the token the
+ *					row already carries (no lease, no new token): what the
+ *					write of a lease cycle costs by itself
  *	 redis			TARGET is host:port; a cycle is SET lock:NAME OWNER NX
  *					PX 30000; INCR fence:NAME (the "token"); EVALSHA of a
  *					compare-and-delete script loaded once with SCRIPT LOAD
@@ -35,7 +47,11 @@
  *
  * Prints one line:
  *
- *	 MODE CLIENTS CYCLES_PER_SECOND P50_MS P99_MS CYCLES ERRORS
+ *	 MODE CLIENTS CYCLES_PER_SECOND P50_MS P99_MS CYCLES ERRORS [STEP=US ...]
+ *
+ * where each STEP=US is the mean time of one step of the cycle in
+ * microseconds, for the modes whose cycle has several (lease: acquire, incr,
+ * release; redis: set, incr, release; etcd: lock, unlock).
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -64,6 +80,7 @@
 #define MAX_SAMPLES_PER_CLIENT	2000000
 #define MAX_CLIENTS				64
 #define ERROR_LEN				240
+#define MAX_STEPS				4
 
 /* One client's counters, in memory shared with the parent. */
 typedef struct ClientResult
@@ -71,6 +88,7 @@ typedef struct ClientResult
 	long		cycles;
 	long		errors;
 	long		samples;
+	double		step_seconds[MAX_STEPS];
 	char		first_error[ERROR_LEN];
 } ClientResult;
 
@@ -82,11 +100,17 @@ typedef struct Mode
 	int			(*cycle) (int64_t *token, char *err, size_t errlen);
 	void		(*teardown) (void);
 	int			has_token;
+	const char *steps[MAX_STEPS];	/* names of the timed steps, if any */
 } Mode;
 
 static const char *target;
 static int	client_number;
 static char lock_name[64];
+
+/* the durations of the steps of the cycle that just ran */
+static double step_seconds[MAX_STEPS];
+static double step_started;
+static int	step_index;
 
 /* ----------------------------------------------------------------------
  * Time
@@ -103,6 +127,25 @@ monotonic_seconds(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Start timing the steps of a cycle. */
+static void
+steps_begin(void)
+{
+	step_index = 0;
+	step_started = monotonic_seconds();
+}
+
+/* The step that just ended: record how long it took. */
+static void
+step_done(void)
+{
+	double		now = monotonic_seconds();
+
+	if (step_index < MAX_STEPS)
+		step_seconds[step_index++] = now - step_started;
+	step_started = now;
 }
 
 /* ----------------------------------------------------------------------
@@ -130,6 +173,19 @@ pg_prepare(const char *statement_name, const char *sql, int nparams,
 }
 
 /*
+ * Notices are not printed: fencing.try_lock in autocommit (fencing-1rt)
+ * warns at every call that its lock ends with the statement, and printing
+ * that a million times would measure the terminal.  The server still sends
+ * each one, which the cycle pays for, as an application would.
+ */
+static void
+ignore_notice(void *arg, const char *message)
+{
+	(void) arg;
+	(void) message;
+}
+
+/*
  * Connect and prepare both the transaction-control statements and the
  * lock statements of both kinds, so every PostgreSQL mode starts from the
  * same session state.
@@ -143,6 +199,7 @@ pg_setup(char *err, size_t errlen)
 		snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
 		return -1;
 	}
+	PQsetNoticeProcessor(pg, ignore_notice, NULL);
 	if (pg_prepare("begin", "BEGIN", 0, err, errlen) != 0 ||
 		pg_prepare("commit", "COMMIT", 0, err, errlen) != 0 ||
 		pg_prepare("fencing", "SELECT fencing.try_lock($1)", 1, err, errlen) != 0 ||
@@ -151,6 +208,76 @@ pg_setup(char *err, size_t errlen)
 				   1, err, errlen) != 0)
 		return -1;
 	return 0;
+}
+
+/*
+ * The lease modes also prepare the lease cycle's statements and make sure
+ * this client's counter row exists (its fence a token, as the protected
+ * table wants; the first cycle's token is above it).
+ */
+static int
+pg_lease_setup(char *err, size_t errlen)
+{
+	const char *params[1] = {lock_name};
+	PGresult   *res;
+	int			ok;
+
+	if (pg_setup(err, errlen) != 0 ||
+		pg_prepare("acquire", "SELECT fencing.acquire_lease($1, '30 seconds')", 1, err, errlen) != 0 ||
+		pg_prepare("incr",
+				   "UPDATE bench_peers.counters SET n = n + 1, fence = $2::bigint WHERE name = $1",
+				   2, err, errlen) != 0 ||
+		pg_prepare("release", "SELECT fencing.release_lease($1, $2::bigint)", 2, err, errlen) != 0)
+		return -1;
+	res = PQexecParams(pg,
+					   "INSERT INTO bench_peers.counters (name, n, fence)"
+					   " VALUES ($1, 0, fencing.next_token()) ON CONFLICT DO NOTHING",
+					   1, NULL, params, NULL, NULL, 0);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		snprintf(err, errlen, "counter row: %s", PQerrorMessage(pg));
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* incr: the row's own fence, the token every INCR of this client carries. */
+static int64_t incr_token;
+
+static int
+pg_incr_setup(char *err, size_t errlen)
+{
+	const char *params[1] = {lock_name};
+	PGresult   *res;
+	int			ok;
+
+	if (pg_lease_setup(err, errlen) != 0)
+		return -1;
+	res = PQexecParams(pg, "SELECT fence FROM bench_peers.counters WHERE name = $1",
+					   1, NULL, params, NULL, NULL, 0);
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+	if (ok)
+		incr_token = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	else
+		snprintf(err, errlen, "counter row's fence: %s", PQerrorMessage(pg));
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* lease-nosync: the same, the INCR's commit not waited for. */
+static int
+pg_lease_nosync_setup(char *err, size_t errlen)
+{
+	PGresult   *res;
+	int			ok;
+
+	if (pg_lease_setup(err, errlen) != 0)
+		return -1;
+	res = PQexec(pg, "SET synchronous_commit = off");
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		snprintf(err, errlen, "SET synchronous_commit: %s", PQerrorMessage(pg));
+	PQclear(res);
+	return ok ? 0 : -1;
 }
 
 static void
@@ -241,6 +368,79 @@ advisory_1rt_cycle(int64_t *token, char *err, size_t errlen)
 {
 	(void) token;
 	return pg_lock("advisory", NULL, err, errlen);
+}
+
+/* Execute a prepared statement of the lease cycle: ($1, $2) = (name, token). */
+static PGresult *
+pg_exec_with_token(const char *statement_name, int64_t token)
+{
+	char		token_text[24];
+	const char *params[2] = {lock_name, token_text};
+
+	snprintf(token_text, sizeof(token_text), "%" PRId64, token);
+	return PQexecPrepared(pg, statement_name, 2, params, NULL, NULL, 0);
+}
+
+/*
+ * The fenced INCR: the protected table's trigger checks that the token is
+ * not below the row's fence and stamps it; autocommit, so the commit is
+ * this statement's (flushed unless synchronous_commit is off).
+ */
+static int
+pg_incr(int64_t token, char *err, size_t errlen)
+{
+	PGresult   *res = pg_exec_with_token("incr", token);
+	int			ok;
+
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(res), "1") == 0;
+	if (!ok)
+		snprintf(err, errlen, "incr: %s%s", PQerrorMessage(pg),
+				 PQresultStatus(res) == PGRES_COMMAND_OK ? "no row updated" : "");
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* release_lease must answer true: nobody else could have taken the name. */
+static int
+pg_release(int64_t token, char *err, size_t errlen)
+{
+	PGresult   *res = pg_exec_with_token("release", token);
+	int			ok;
+
+	ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	if (!ok)
+		snprintf(err, errlen, "release: %s", PQresultStatus(res) == PGRES_TUPLES_OK ?
+				 "not released" : PQerrorMessage(pg));
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* The fenced INCR alone, one round trip (the same token: equal is allowed). */
+static int
+incr_cycle(int64_t *token, char *err, size_t errlen)
+{
+	(void) token;
+	return pg_incr(incr_token, err, errlen);
+}
+
+/* acquire_lease, the fenced INCR, release_lease: three round trips. */
+static int
+lease_cycle(int64_t *token, char *err, size_t errlen)
+{
+	int			rc;
+
+	steps_begin();
+	if (pg_lock("acquire", token, err, errlen) != 0)
+		return -1;
+	step_done();
+	rc = pg_incr(*token, err, errlen);
+	step_done();
+	/* release even after a failed INCR, so the next cycle can acquire */
+	if (pg_release(*token, err, errlen) != 0)
+		return -1;
+	step_done();
+	return rc;
 }
 
 /* ----------------------------------------------------------------------
@@ -352,6 +552,7 @@ redis_cycle(int64_t *token, char *err, size_t errlen)
 
 	snprintf(owner, sizeof(owner), "%s-%lu", redis_owner_prefix, ++redis_owner_serial);
 
+	steps_begin();
 	reply = redisCommand(redis, "SET lock:%s %s NX PX 30000", lock_name, owner);
 	ok = reply != NULL && reply->type == REDIS_REPLY_STATUS &&
 		strcmp(reply->str, "OK") == 0;
@@ -361,6 +562,7 @@ redis_cycle(int64_t *token, char *err, size_t errlen)
 		freeReplyObject(reply);
 	if (!ok)
 		return -1;
+	step_done();
 
 	reply = redisCommand(redis, "INCR fence:%s", lock_name);
 	ok = reply != NULL && reply->type == REDIS_REPLY_INTEGER;
@@ -370,6 +572,7 @@ redis_cycle(int64_t *token, char *err, size_t errlen)
 		snprintf(err, errlen, "INCR: %s", redis_reply_text(reply));
 	if (reply)
 		freeReplyObject(reply);
+	step_done();
 
 	/* release even if INCR failed, so the next cycle can lock */
 	reply = redisCommand(redis, "EVALSHA %s 1 lock:%s %s",
@@ -382,6 +585,7 @@ redis_cycle(int64_t *token, char *err, size_t errlen)
 	}
 	if (reply)
 		freeReplyObject(reply);
+	step_done();
 	return ok ? 0 : -1;
 }
 
@@ -593,8 +797,10 @@ etcd_lock_unlock(int64_t lease, int64_t *token, char *err, size_t errlen)
 
 	snprintf(body, sizeof(body), "{\"name\":\"%s\",\"lease\":\"%" PRId64 "\"}",
 			 lock_name_base64, lease);
+	steps_begin();
 	if (etcd_post("/v3/lock/lock", body, err, errlen) != 0)
 		return -1;
+	step_done();
 	if (json_string("key", key, sizeof(key)) != 0 ||
 		json_int64("revision", token) != 0)
 	{
@@ -602,7 +808,10 @@ etcd_lock_unlock(int64_t lease, int64_t *token, char *err, size_t errlen)
 		return -1;
 	}
 	snprintf(body, sizeof(body), "{\"key\":\"%s\"}", key);
-	return etcd_post("/v3/lock/unlock", body, err, errlen);
+	if (etcd_post("/v3/lock/unlock", body, err, errlen) != 0)
+		return -1;
+	step_done();
+	return 0;
 }
 
 static int
@@ -630,13 +839,17 @@ etcd_lease_cycle(int64_t *token, char *err, size_t errlen)
  * ---------------------------------------------------------------------- */
 
 static const Mode modes[] = {
-	{"fencing", pg_setup, fencing_cycle, pg_teardown, 1},
-	{"fencing-1rt", pg_setup, fencing_1rt_cycle, pg_teardown, 1},
-	{"advisory", pg_setup, advisory_cycle, pg_teardown, 0},
-	{"advisory-1rt", pg_setup, advisory_1rt_cycle, pg_teardown, 0},
-	{"redis", redis_setup, redis_cycle, redis_teardown, 1},
-	{"etcd", etcd_setup_with_lease, etcd_cycle, etcd_teardown, 1},
-	{"etcd-lease", etcd_setup, etcd_lease_cycle, etcd_teardown, 1},
+	{"fencing", pg_setup, fencing_cycle, pg_teardown, 1, {NULL}},
+	{"fencing-1rt", pg_setup, fencing_1rt_cycle, pg_teardown, 1, {NULL}},
+	{"advisory", pg_setup, advisory_cycle, pg_teardown, 0, {NULL}},
+	{"advisory-1rt", pg_setup, advisory_1rt_cycle, pg_teardown, 0, {NULL}},
+	{"lease", pg_lease_setup, lease_cycle, pg_teardown, 1, {"acquire", "incr", "release"}},
+	{"lease-nosync", pg_lease_nosync_setup, lease_cycle, pg_teardown, 1,
+	{"acquire", "incr", "release"}},
+	{"incr", pg_incr_setup, incr_cycle, pg_teardown, 0, {NULL}},
+	{"redis", redis_setup, redis_cycle, redis_teardown, 1, {"set", "incr", "release"}},
+	{"etcd", etcd_setup_with_lease, etcd_cycle, etcd_teardown, 1, {"lock", "unlock"}},
+	{"etcd-lease", etcd_setup, etcd_lease_cycle, etcd_teardown, 1, {"lock", "unlock"}},
 };
 
 static int
@@ -669,6 +882,7 @@ run_client(const Mode *mode, double start, double deadline,
 {
 	char		err[ERROR_LEN] = "";
 	int64_t		last_token = 0;
+	int			step;
 
 	if (mode->setup(err, sizeof(err)) != 0)
 	{
@@ -708,6 +922,8 @@ run_client(const Mode *mode, double start, double deadline,
 		}
 		/* a cycle that ended past the deadline still counts: it was started */
 		result->cycles++;
+		for (step = 0; step < MAX_STEPS && mode->steps[step] != NULL; step++)
+			result->step_seconds[step] += step_seconds[step];
 		if (result->samples < MAX_SAMPLES_PER_CLIENT)
 			samples[result->samples++] = (float) ((t1 - t0) * 1000.0);
 	}
@@ -817,10 +1033,19 @@ main(int argc, char **argv)
 	}
 	qsort(all, n, sizeof(float), compare_floats);
 
-	printf("%s %d %.1f %.3f %.3f %ld %ld\n", mode->name, clients,
+	printf("%s %d %.1f %.3f %.3f %ld %ld", mode->name, clients,
 		   cycles / seconds,
 		   n > 0 ? all[n / 2] : 0.0,
 		   n > 0 ? all[(n * 99) / 100] : 0.0,
 		   cycles, errors);
+	for (i = 0; i < MAX_STEPS && mode->steps[i] != NULL; i++)
+	{
+		double		sum = 0;
+
+		for (c = 0; c < clients; c++)
+			sum += results[c].step_seconds[i];
+		printf(" %s=%.1f", mode->steps[i], cycles > 0 ? sum / cycles * 1e6 : 0.0);
+	}
+	printf("\n");
 	return errors > 0 ? 1 : 0;
 }

@@ -1,8 +1,9 @@
 #!/bin/bash
 #
 # bench/peers/run.sh -- the same acquire + token + release cycle against
-#                       fencing, a raw advisory lock, Redis and etcd
-#                       ("make bench-peers"; see bench/peers/README.md)
+#                       fencing, a raw advisory lock, Redis and etcd, and
+#                       a lease cycle with a fenced write against Redis and
+#                       etcd ("make bench-peers"; see bench/peers/README.md)
 #
 # Starts, on this machine, on 127.0.0.1 only, and all thrown away at exit:
 #   - PostgreSQL 15 with shared_preload_libraries = 'fencing' (initdb in a
@@ -18,8 +19,8 @@
 #
 # Environment: PEERS_TIME (seconds per run, 5), PEERS_RUNS (rounds, 3;
 #   medians over rounds are printed), PEERS_CLIENTS ("1 4"),
-#   PEERS_MODES (all: fencing fencing-1rt advisory advisory-1rt redis etcd
-#   etcd-lease), PEERS_PG_SOCKET (1: the client reaches a server this
+#   PEERS_MODES (all: fencing fencing-1rt advisory advisory-1rt lease
+#   lease-nosync incr redis etcd etcd-lease), PEERS_PG_SOCKET (1: the client reaches a server this
 #   script started over its Unix socket instead of loopback TCP),
 #   PEERS_RESULTS (where the table is copied, bench/peers/results).
 #
@@ -37,7 +38,7 @@ PEERS_DIR=$(cd "$(dirname "$0")" && pwd)
 PEERS_TIME=${PEERS_TIME:-5}
 PEERS_RUNS=${PEERS_RUNS:-3}
 PEERS_CLIENTS=${PEERS_CLIENTS:-"1 4"}
-PEERS_MODES=${PEERS_MODES:-"fencing fencing-1rt advisory advisory-1rt redis etcd etcd-lease"}
+PEERS_MODES=${PEERS_MODES:-"fencing fencing-1rt advisory advisory-1rt lease lease-nosync incr redis etcd etcd-lease"}
 PEERS_PG_SOCKET=${PEERS_PG_SOCKET:-0}
 PEERS_RESULTS=${PEERS_RESULTS:-$PEERS_DIR/results}
 # the newest installed Debian server, as make test chooses
@@ -292,10 +293,67 @@ describe()
 		fencing-1rt) echo "SELECT fencing.try_lock(\$1), autocommit   1 round trip" ;;
 		advisory) echo "BEGIN; SELECT pg_try_advisory_xact_lock(hashtextextended(\$1,0)); COMMIT   3" ;;
 		advisory-1rt) echo "the same SELECT, autocommit   1 round trip" ;;
+		lease) echo "acquire_lease(\$1, '30 s'); UPDATE counter SET n = n + 1, fence = token (fenced, commit flushed); release_lease   3" ;;
+		lease-nosync) echo "the same, synchronous_commit = off (the INCR's commit not waited for)   3" ;;
+		incr) echo "the fenced UPDATE alone, autocommit, commit flushed (no lease)   1" ;;
 		redis) echo "SET lock:k v NX PX 30000; INCR fence:k; EVALSHA compare-and-delete   3" ;;
 		etcd) echo "POST /v3/lock/lock; POST /v3/lock/unlock (one lease per process)   2" ;;
 		etcd-lease) echo "lease grant; lock; unlock; lease revoke   4 HTTP requests" ;;
 	esac
+}
+
+# The median over rounds of MODE's cycles/s over BASE's, in the same
+# round at CLIENTS clients ("-" when either did not run).
+median_ratio()
+{
+	awk -v m="$1" -v b="$2" -v c="$3" '
+		$3 == c && $2 == b { base[$1] = $4 }
+		$3 == c && $2 == m { rps[$1] = $4 }
+		END {
+			n = 0
+			for (r in rps) if (r in base && base[r] > 0) ratio[++n] = rps[r] / base[r]
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && ratio[j - 1] > ratio[j]; j--) {
+					t = ratio[j]; ratio[j] = ratio[j - 1]; ratio[j - 1] = t
+				}
+			print n ? sprintf("%.2f", ratio[int((n + 1) / 2)]) : "-"
+		}' "$WORK/runs.txt"
+}
+
+# "met" or "MISSED" for a ratio and a minimum ("-": not measured).
+verdict()
+{
+	if [ "$1" = - ]; then
+		echo "not measured"
+	elif awk -v r="$1" -v t="$2" 'BEGIN { exit !(r >= t) }'; then
+		echo met
+	else
+		echo MISSED
+	fi
+}
+
+# The lease cycle against the peers, with the targets of the lease design:
+# at least 1.5 times Redis's cycles/s and 20 times etcd's.
+print_lease_ratios()
+{
+	local clients vs_redis vs_etcd nosync_redis
+
+	[[ " $PEERS_MODES " == *" lease "* ]] || return 0
+	echo
+	echo "lease cycle (acquire_lease, fenced durable INCR, release_lease) against the peers,"
+	echo "median over rounds of the ratio within a round:"
+	printf '  %-8s %-22s %-22s %s\n' clients "vs redis (>= 1.5)" "vs etcd (>= 20)" "lease-nosync vs redis"
+	for clients in $PEERS_CLIENTS; do
+		vs_redis=$(median_ratio lease redis "$clients")
+		vs_etcd=$(median_ratio lease etcd "$clients")
+		nosync_redis=$(median_ratio lease-nosync redis "$clients")
+		printf '  %-8s %-22s %-22s %s\n' "$clients" \
+			"${vs_redis}x $(verdict "$vs_redis" 1.5)" "${vs_etcd}x $(verdict "$vs_etcd" 20)" \
+			"${nosync_redis}x"
+	done
+	for clients in $PEERS_CLIENTS; do
+		echo "lease_ratios clients=$clients vs_redis=$(median_ratio lease redis "$clients") vs_etcd=$(median_ratio lease etcd "$clients") nosync_vs_redis=$(median_ratio lease-nosync redis "$clients")"
+	done
 }
 
 main()
@@ -327,8 +385,17 @@ main()
 	fi
 	psql -X -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS fencing" >/dev/null ||
 		die "CREATE EXTENSION fencing failed"
-	psql -X -q -v ON_ERROR_STOP=1 -c "SELECT fencing.try_lock('bench peers probe')" >/dev/null ||
+	psql -X -q -v ON_ERROR_STOP=1 -c "SET client_min_messages = error" -c "SELECT fencing.try_lock('bench peers probe')" >/dev/null ||
 		die "fencing.try_lock does not work on this server (is fencing in shared_preload_libraries?)"
+	# the lease modes' counters: one row per client process, fenced
+	psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<'EOF' || die "could not create bench_peers.counters"
+SET client_min_messages = warning;
+CREATE SCHEMA IF NOT EXISTS bench_peers;
+CREATE TABLE IF NOT EXISTS bench_peers.counters (name text PRIMARY KEY, n bigint NOT NULL, fence bigint);
+SELECT fencing.protect('bench_peers.counters')
+ WHERE NOT EXISTS (SELECT FROM pg_trigger
+                    WHERE tgrelid = 'bench_peers.counters'::regclass AND tgname = 'fencing_reject_stale');
+EOF
 
 	# only the peers that PEERS_MODES asks for are started
 	REDIS_PORT=
@@ -373,7 +440,7 @@ main()
 		for clients in $PEERS_CLIENTS; do
 			for mode in "${rotation[@]}"; do
 				case $mode in
-					fencing*|advisory*) target=$PG_CONNINFO ;;
+					fencing*|advisory*|lease*|incr) target=$PG_CONNINFO ;;
 					redis) target=127.0.0.1:$REDIS_PORT ;;
 					etcd*)
 						[ -n "$ETCD_MISSING" ] && continue
@@ -415,9 +482,11 @@ main()
 					n = 0
 					for (r in rps) if (r in base && base[r] > 0) ratio[++n] = rps[r] / base[r]
 					ratio_mid = median(ratio)
-					split(row[pick], f, " ")
-					printf "%s %s %s %s %s %s %s %s\n", f[2], f[3], f[4], f[5], f[6], f[8],
-						ratio_mid == "" ? "-" : sprintf("%.2f", ratio_mid), f[7]
+					nf = split(row[pick], f, " ")
+					steps = ""
+					for (i = 9; i <= nf; i++) steps = steps " " f[i]
+					printf "%s %s %s %s %s %s %s %s%s\n", f[2], f[3], f[4], f[5], f[6], f[8],
+						ratio_mid == "" ? "-" : sprintf("%.2f", ratio_mid), f[7], steps
 				}' "$WORK/runs.txt")
 			lines+=("$line")
 		done
@@ -449,6 +518,14 @@ main()
 		echo
 		echo "vs fencing: cycles/s over those of the fencing run of the same round and clients,"
 		echo "median over rounds (p50/p99 are from the run with the median cycles/s)."
+		print_lease_ratios
+		echo
+		echo "where a cycle's time goes (mean microseconds per step, the run with the median cycles/s):"
+		for line in "${lines[@]}"; do
+			set -- $line
+			[ $# -gt 8 ] || continue
+			printf '  %-13s %s client(s): %s\n' "$1" "$2" "$(shift 8; echo "$*" | sed 's/=/ /g; s/ \([a-z]\)/, \1/g')"
+		done
 		echo
 		echo "cycle per mode:"
 		for mode in $PEERS_MODES; do
@@ -463,6 +540,11 @@ usable fencing token? and where is it checked?
             writer's own transaction: the fencing.reject_stale trigger on
             protected tables, fencing.check_fence(resource, token) for anything
             else. A stale writer gets SQLSTATE FN001 and its transaction aborts.
+  lease     YES, the same token, held across transactions: acquire_lease returns it;
+            the INCR writes it into the row's fence and the fence trigger rejects a
+            token below the row's (FN001), in the writer's own transaction, with the
+            row's commit flushed (durable). A lapsed holder's renew_lease and
+            use_lease raise FN004; the lease survives restarts and failover (LL5).
   advisory  NO token. pg_try_advisory_xact_lock gives mutual exclusion only while
             the session lives; nothing tells a paused or partitioned ex-holder
             that it lost the lock.
