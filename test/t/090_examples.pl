@@ -11,8 +11,10 @@
 # that write through).  Without the grant they fail at
 # check_fence.  The demo's worker must compile, and examples/demo.sh must
 # run against a server named by PGHOST/PGPORT (its pods fenced out by
-# check_fence, also when one wakes in the middle of the new holder's run),
-# clean up after itself, and refuse a server without the preload.
+# check_fence, also when one wakes in the middle of the new holder's run;
+# the batch job on a lease whose pod, frozen between two batches past its
+# ttl, is taken over by a waiting pod and stopped with FN004 at its next
+# batch), clean up after itself, and refuse a server without the preload.
 
 use strict;
 use warnings;
@@ -295,7 +297,7 @@ SKIP:
 	like($out, qr/^using the server at PGHOST=/m,
 		'demo.sh uses the server named by PGHOST/PGPORT');
 	my @ok = $out =~ /^  OK: all 5 customers billed exactly once/mg;
-	is(scalar @ok, 3, 'demo.sh: all three scenes end with each customer billed once');
+	is(scalar @ok, 4, 'demo.sh: all four scenes end with each customer billed once');
 	like(
 		$out,
 		qr/^    GRANT EXECUTE ON FUNCTION fencing\.check_fence\(text, bigint\) TO billing_worker_\d+;$/m,
@@ -304,8 +306,8 @@ SKIP:
 	# Scenes 2 and 3: pod-A is stopped by check_fence on the run's resource,
 	# before it writes; in scene 3 while pod-B, half way through the run,
 	# has not reached the customer pod-A had pending.
-	my ($scene2, $scene3) =
-	  $out =~ /^(=== Scene 2:.*?)^(=== Scene 3:.*?)^## Coordination design/ms;
+	my ($scene2, $scene3, $scene4) =
+	  $out =~ /^(=== Scene 2:.*?)^(=== Scene 3:.*?)^(=== Scene 4:.*?)^## Coordination design/ms;
 	my $fenced_out =
 	  qr/^\s+\+\d+\.\d+s\s+pod-A\s+token (\d+)\s+REJECTED by the run's fence \(check_fence\), SQLSTATE FN001: stale fence token \1 for resource "invoice-run:2026-10"/m;
 	like($scene2 // '', $fenced_out,
@@ -320,6 +322,47 @@ SKIP:
 		'demo.sh scene 3: the stale pod is rejected with FN001 by check_fence');
 	unlike($out, qr/let a stale write through|COMMIT of a stale bill/,
 		'demo.sh: no stale pod wrote anything');
+
+	# Scene 4: the run on a lease.  pod-A commits a batch, is frozen between
+	# two batches, its lease lapses one ttl after its last use_lease, pod-B
+	# (waiting in acquire_lease) takes over with a higher token where the
+	# committed batches end, and pod-A's next use_lease raises FN004.
+	$scene4 //= '';
+	my $at = qr/^\s+\+(\d+\.\d+)s\s+/m;
+	my (undef, $token_a) = $scene4 =~
+	  /${at}pod-A\s+token (\d+)\s+fencing\.acquire_lease\('invoice-run:2026-10', '3s', holder => 'pod-A'\) granted/m;
+	ok(defined $token_a, 'demo.sh scene 4: pod-A takes the run with acquire_lease');
+	$token_a //= -1;
+	like($scene4, qr/^\s+\+\d+\.\d+s\s+pod-A\s+token $token_a\s+COMMIT of batch 1 \(Acme, Globex\); the lease stays held/m,
+		'demo.sh scene 4: pod-A commits its first batch and keeps the lease');
+	like($scene4, qr/^\s+\+\d+\.\d+s\s+demo\s+SIGSTOP pod-A between two batches/m,
+		'demo.sh scene 4: pod-A is frozen between two batches');
+	my @renewed = $scene4 =~ /${at}pod-A\s+token $token_a\s+batch \d+: BEGIN; fencing\.use_lease/mg;
+	my ($got_b, $token_b) = $scene4 =~
+	  /${at}pod-B\s+token (\d+)\s+fencing\.acquire_lease\('Invoice-Run:2026-10', '10s', holder => 'pod-B'\) granted/m;
+	like($scene4, qr/^\s+\+\d+\.\d+s\s+pod-B\s+fencing\.acquire_lease\(.*\) waits for the run/m,
+		'demo.sh scene 4: pod-B waits in acquire_lease');
+	ok(defined $token_b && $token_a > 0 && $token_b > $token_a,
+		"demo.sh scene 4: pod-B's token is above pod-A's");
+	# the lease lapses 3 s after pod-A's last renewal (its last use_lease),
+	# not before: pod-B's grant comes no earlier
+	cmp_ok(($got_b // 0) - ($renewed[-1] // 1e9), '>=', 2.9,
+		"demo.sh scene 4: pod-B gets the run no earlier than 3 s after pod-A's last use_lease");
+	like($scene4, qr/^\s+\+\d+\.\d+s\s+pod-B\s+token \d+\s+batch 1: BEGIN; fencing\.use_lease.*next unbilled: Initech$/m,
+		"demo.sh scene 4: pod-B goes on where pod-A's committed batches end");
+	like($scene4,
+		qr/^\s+\+\d+\.\d+s\s+pod-A\s+token $token_a\s+use_lease REJECTED, SQLSTATE FN004: fencing lease "invoice-run:2026-10" is not held with token $token_a \| DETAIL: The name is leased under another token/m,
+		"demo.sh scene 4: pod-A's next batch is refused by use_lease with FN004");
+	like($scene4, qr/^\s+\+\d+\.\d+s\s+pod-A\s+token $token_a\s+stops at once: no retry, no reconnect; this batch wrote nothing$/m,
+		'demo.sh scene 4: pod-A stops without retrying');
+	like($scene4, qr/^\s+\+\d+\.\d+s\s+pod-B\s+token \d+\s+fencing\.release_lease\('Invoice-Run:2026-10', token\) = true/m,
+		'demo.sh scene 4: pod-B releases the lease at the end of the run');
+	like($scene4,
+		qr/^  OK: all 5 customers billed exactly once: 2 by pod-A \(token $token_a\) before it froze,\n  3 by pod-B \(token $token_b\) after it took over/m,
+		'demo.sh scene 4: pod-A billed its committed batch, pod-B the rest, each customer once');
+	like($out,
+		qr/^\*\*Tests:\*\*.*Batch job on a lease: pod-A \(token $token_a\).*pod-A's next use_lease failed with FN004/m,
+		'the design block reports the batch job on a lease');
 	like(
 		$out,
 		qr/^## Coordination design: .*\n\*\*Failure being prevented:\*\*.*\n\*\*Lock type:\*\*.*\n\*\*Mechanism:\*\*.*\n\*\*Store:\*\*.*\n\*\*TTL and renewal:\*\*.*\n\*\*Fencing:\*\*.*\n\*\*Tests:\*\*/m,
@@ -339,6 +382,8 @@ SKIP:
 		),
 		'0',
 		'demo.sh left no worker connected');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.leases'),
+		'0', 'demo.sh left no lease behind');
 	is( $node->safe_psql(
 			'postgres',
 			"SELECT count(*) FROM pg_roles WHERE rolname LIKE 'billing\\_worker%'"),
