@@ -18,6 +18,14 @@
 #          yet, so a row fence alone would let pod-A bill it (and pod-B would
 #          bill it again); pod-A's check_fence waits for pod-B's transaction
 #          and fails with FN001 before pod-A writes anything.
+# Scene 4: the job as a long run must be written, on a lease that outlives
+#          its transactions: pod-A takes the run with fencing.acquire_lease
+#          and bills two customers per transaction, each batch starting with
+#          fencing.use_lease; the demo freezes pod-A between two batches
+#          (SIGSTOP) until its lease lapses; pod-B, waiting in acquire_lease,
+#          takes the run over with a higher token and bills the customers
+#          pod-A's committed batches left; pod-A wakes (SIGCONT) and its next
+#          batch's use_lease fails with SQLSTATE FN004: it stops.
 # Every scene ends with the ledger checked: every customer billed exactly
 # once.  Then the guide's "Coordination design" block for this job.
 #
@@ -50,6 +58,12 @@ LEASE_TTL='2s'
 # Scene 3's pod-B waits, its transaction open, while the demo wakes pod-A:
 # a longer lease keeps the run its own meanwhile, even on a slow machine.
 HOLD_LEASE_TTL='10s'
+# Scene 4: pod-A's lease, renewed by each batch's use_lease (a batch every
+# second, a third of the ttl), and pod-B's, which keeps the run while the
+# demo wakes pod-A.
+BATCH_LEASE_TTL='3s'
+BATCH_STEP_MS=1000
+TAKEOVER_WAIT='10s'
 
 # How the ten pods of scene 1 spell the lock: case, surrounding white space
 # (also no-break and ideographic spaces), fullwidth forms and a compatibility
@@ -385,13 +399,9 @@ event_field()
 	awk -F'\t' -v e="$event" -v w="$who" -v f="$field" '$3 == e && $2 == w { print $f; exit }' "$file"
 }
 
-# Every customer billed exactly once, by the holder with token $1: one
-# invoice each, carrying that token, a balance of one monthly fee, and the
-# token as the row's fence.  Exit non-zero otherwise.
-check_ledger()
+# Print the ledger: every account, its invoices and its fence.
+show_ledger()
 {
-	local winner_token=$1 bad
-
 	say ""
 	say "  ledger:"
 	psql_demo -P footer=off <<'EOF' | sed 's/^/    /'
@@ -402,6 +412,37 @@ SELECT a.customer_id AS id, a.name, a.monthly_fee, a.balance,
   FROM billing.accounts a LEFT JOIN billing.invoices i USING (customer_id)
  GROUP BY a.customer_id ORDER BY a.customer_id;
 EOF
+}
+
+# Every customer billed exactly once, each by whichever holder billed it:
+# one invoice each, a balance of one monthly fee, and the invoice's token as
+# the row's fence.  Exit non-zero otherwise.
+check_ledger_each_once()
+{
+	local bad
+
+	show_ledger
+	bad=$(psql_demo -At <<'EOF'
+SELECT count(*) FROM billing.accounts a
+ WHERE a.balance <> a.monthly_fee
+    OR (SELECT count(*) FROM billing.invoices i WHERE i.customer_id = a.customer_id) <> 1
+    OR a.fence IS DISTINCT FROM (SELECT i.token FROM billing.invoices i WHERE i.customer_id = a.customer_id);
+EOF
+)
+	if [ "$bad" != 0 ]; then
+		die "FAILED: $bad customer(s) not billed exactly once"
+	fi
+	CUSTOMERS=$(psql_demo -At -c 'SELECT count(*) FROM billing.accounts')
+}
+
+# Every customer billed exactly once, by the holder with token $1: one
+# invoice each, carrying that token, a balance of one monthly fee, and the
+# token as the row's fence.  Exit non-zero otherwise.
+check_ledger()
+{
+	local winner_token=$1 bad
+
+	show_ledger
 	bad=$(psql_demo -At -v tok="$winner_token" <<'EOF'
 SELECT count(*) FROM billing.accounts a
  WHERE a.balance <> a.monthly_fee
@@ -520,33 +561,41 @@ freeze_pod_a_past_its_lease()
 	note "$events" server ended - "ended pod-A's session (backend $backend_a): idle in its transaction longer than the $LEASE_TTL lease; the lock is free, pod-A's uncommitted bills are rolled back"
 }
 
-# The end of a scene with pod-A and pod-B, both exited: print the timeline,
-# then check that pod-B billed (exit 0) with a higher token, and that pod-A
-# was stopped by the run's fence, fencing.check_fence (exit 3, FN001 "for
-# resource"), before it wrote anything.
-show_pod_a_fenced_out()
+# The end of a scene in which pod-B took the run over from pod-A, both
+# exited: print the timeline, then check that pod-B billed (exit 0) with a
+# token above pod-A's ($3).  Sets TOKEN_B.
+show_takeover()
 {
-	local events=$1 t0=$2 rc_a=$3 rc_b=$4 token_b
+	local events=$1 t0=$2 token_a=$3 rc_b=$4
 
 	WORKER_PIDS=()
 	say ""
 	say "  timeline (seconds since the scene began):"
 	print_timeline "$events" "$t0"
 	say ""
-	token_b=$(event_field "$events" pod-B got 4)
+	TOKEN_B=$(event_field "$events" pod-B got 4)
 	if [ "$rc_b" != 0 ]; then
 		cat "$SCRATCH/workers.err" >&2
 		die "FAILED: pod-B did not bill (exit $rc_b)"
 	fi
-	if [ -z "$TOKEN_A" ] || [ -z "$token_b" ] || [ "$token_b" -le "$TOKEN_A" ]; then
-		die "FAILED: pod-B's token ($token_b) is not above pod-A's ($TOKEN_A)"
+	if [ -z "$token_a" ] || [ -z "$TOKEN_B" ] || [ "$TOKEN_B" -le "$token_a" ]; then
+		die "FAILED: pod-B's token ($TOKEN_B) is not above pod-A's ($token_a)"
 	fi
+}
+
+# The end of scenes 2 and 3: the takeover, and pod-A stopped by the run's
+# fence, fencing.check_fence (exit 3, FN001 "for resource"), before it
+# wrote anything.
+show_pod_a_fenced_out()
+{
+	local events=$1 t0=$2 rc_a=$3 rc_b=$4
+
+	show_takeover "$events" "$t0" "$TOKEN_A" "$rc_b"
 	if [ "$rc_a" != 3 ] ||
 		! grep -q $'\tpod-A\trejected\t.*SQLSTATE FN001: stale fence token [0-9]* for resource' "$events"; then
 		cat "$SCRATCH/workers.err" >&2
 		die "FAILED: pod-A was not stopped with FN001 by the run's fence, fencing.check_fence (exit $rc_a)"
 	fi
-	TOKEN_B=$token_b
 }
 
 scene_pause()
@@ -633,6 +682,91 @@ scene_wake_mid_run()
 	check_ledger "$TOKEN_B"
 }
 
+# --- scene 4: a batch job on a lease; its pod freezes between two batches ------
+
+# Freeze pod-A between two batches: after one of its commits, SIGSTOP it,
+# and check that its session is idle (no batch open: a pod frozen inside a
+# batch keeps the run's fence row locked, and its successor's use_lease
+# would wait for it).  If it had begun its next batch already, let it go
+# on and try again after that batch's commit.
+freeze_between_batches()
+{
+	local events=$1 commits=1 state
+
+	while :; do
+		wait_for_events "$events" commit "$commits" pod-A
+		kill -STOP "$PID_A"
+		state=$(psql_demo -At -c "SELECT state FROM pg_stat_activity WHERE application_name = 'pod-A'")
+		[ "$state" = idle ] && return
+		kill -CONT "$PID_A"
+		commits=$((commits + 1))
+		[ "$commits" -le 2 ] || die "FAILED: could not freeze pod-A between two batches"
+	done
+}
+
+scene_batch_lease()
+{
+	local events=$SCRATCH/batch.events t0 pid_b rc_a=0 rc_b=0 token_a token_b lease_row stopped_at woke_at
+	local billed_a billed_b
+
+	say ""
+	say "=== Scene 4: the run on a lease that outlives its transactions; the pod freezes between two batches ==="
+	say ""
+	say "  The job as the README's pattern \"A batch job\" writes it: fencing.acquire_lease takes the run once,"
+	say "  every batch (two customers, one transaction) starts with fencing.use_lease, which renews the"
+	say "  lease, raises the run's fence to the token and sets fencing.token; the lease stays after COMMIT."
+	setup_ledger
+	: >"$events"
+	t0=$(now_usec)
+
+	start_worker "$events" --worker pod-A --lock "$LOCK_NAME" --lease "$BATCH_LEASE_TTL" \
+		--batch 2 --step-ms "$BATCH_STEP_MS"
+	PID_A=$WORKER_PID
+	freeze_between_batches "$events"
+	stopped_at=$(now_usec)
+	note "$events" demo stop - "SIGSTOP pod-A between two batches (a GC pause, a VM stall): nothing renews its $BATCH_LEASE_TTL lease now"
+	lease_row=$(psql_demo -At -c "SELECT format('%s held by %s, token %s, expires in %s s unless renewed', name, holder, token,
+	                                      round(extract(epoch FROM expires_at - clock_timestamp())::numeric, 1))
+	                                FROM fencing.leases WHERE name = fencing.normalize_name('$LOCK_NAME')")
+	[ -n "$lease_row" ] && note "$events" demo view - "fencing.leases: $lease_row"
+
+	start_worker "$events" --worker pod-B --lock 'Invoice-Run:2026-10' --lease "$HOLD_LEASE_TTL" \
+		--batch 2 --step-ms 100 --wait "$TAKEOVER_WAIT" --hold-after 1
+	pid_b=$WORKER_PID
+	wait_for_events "$events" hold 1 pod-B
+
+	woke_at=$(now_usec)
+	note "$events" demo cont - "SIGCONT pod-A: it wakes up believing it still holds the run, and starts its next batch"
+	kill -CONT "$PID_A"
+	wait "$PID_A" || rc_a=$?
+	note "$events" demo go - "SIGUSR1 pod-B: it carries on with the run"
+	kill -USR1 "$pid_b"
+	wait "$pid_b" || rc_b=$?
+	token_a=$(event_field "$events" pod-A got 4)
+	show_takeover "$events" "$t0" "$token_a" "$rc_b"
+	token_b=$TOKEN_B
+	if [ "$rc_a" != 5 ] || ! grep -q $'\tpod-A\tfn004\t.*SQLSTATE FN004' "$events"; then
+		cat "$SCRATCH/workers.err" >&2
+		die "FAILED: pod-A was not stopped with FN004 at its next batch (exit $rc_a)"
+	fi
+	check_ledger_each_once
+	billed_a=$(psql_demo -At -c "SELECT count(*) FROM billing.invoices WHERE token = $token_a")
+	billed_b=$(psql_demo -At -c "SELECT count(*) FROM billing.invoices WHERE token = $token_b")
+	say "  OK: all $CUSTOMERS customers billed exactly once: $billed_a by pod-A (token $token_a) before it froze,"
+	say "  $billed_b by pod-B (token $token_b) after it took over; each account's fence is its invoice's token"
+	say ""
+	say "  pod-A was frozen between two batches, its transactions committed, so nothing of its work was"
+	say "  lost or left half done.  Its lease lapsed $BATCH_LEASE_TTL after its last use_lease; pod-B, asleep in"
+	say "  acquire_lease, got the run at once with a higher token and went on where pod-A's committed"
+	say "  batches ended.  Woken, pod-A began its next batch, and use_lease refused it with FN004 before it"
+	say "  wrote anything; it stopped, without retrying or reconnecting.  Had it ignored that, pod-B's"
+	say "  use_lease had already raised the run's fence to pod-B's token: the fences would refuse its writes."
+	BATCH_TOKEN_A=$token_a
+	BATCH_TOKEN_B=$token_b
+	BATCH_BILLED_A=$billed_a
+	BATCH_SECONDS=$(awk -v a="$stopped_at" -v b="$woke_at" 'BEGIN { printf "%.1f", (b - a) / 1e6 }')
+}
+
 # --- the design block ---------------------------------------------------------
 
 print_design()
@@ -644,9 +778,9 @@ print_design()
 **Lock type:** correctness (a second run bills every customer again; duplicate work corrupts the ledger).
 **Mechanism:** lease + fence: the run's transaction takes fencing.lease('$LOCK_NAME', ttl), then, before its first write, fencing.check_fence('$LOCK_NAME', token) (every transaction that writes for the run does this first); every write to billing.accounts carries the lease's token (fence = token), and the invoice line goes in the same statement.
 **Store:** Postgres, the database that holds the ledger (fencing extension: a transaction-scoped advisory lock on fencing.lock_key(name), names normalised for case, width and white space).
-**TTL and renewal:** ttl $LEASE_TTL in this demo (in production: longer than the worst pause plus one step of work, e.g. 5 min); every statement renews it; the job calls fencing.held_token before each customer and never lets a third of the ttl pass without a statement. When the check fails or the session is gone, the job stops; it never reconnects to carry on with its old token.
+**TTL and renewal:** ttl $LEASE_TTL in this demo (in production: longer than the worst pause plus one step of work, e.g. 5 min); every statement renews it; the job calls fencing.held_token before each customer and never lets a third of the ttl pass without a statement. When the check fails or the session is gone, the job stops; it never reconnects to carry on with its old token. A run longer than one transaction holds a lease instead (fencing.acquire_lease, ttl $BATCH_LEASE_TTL in scene 4), renewed by fencing.use_lease at the start of every batch (a batch every ${BATCH_STEP_MS} ms, a third of the ttl); FN004 from use_lease stops the job.
 **Fencing:** token from fencing.lease (cluster-wide, strictly increasing, durable); checked twice at the resource. (1) The run's fence: fencing.check_fence on '$LOCK_NAME', first in every transaction that writes; the newest holder's check raises the run's watermark, so an older holder fails there before writing anything, also to customers the newer holder has not reached yet, whose rows carry no newer fence (a row fence alone would let it bill them, and the newer holder would bill them again). The pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE (revoked from PUBLIC in fencing 1.1). (2) The rows' fences: the fencing.reject_stale trigger on billing.accounts.fence (fencing.protect). A stale holder gets SQLSTATE FN001 and the job stops without retrying.
-**Tests:** concurrency: $RACE_PODS processes, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy, each customer billed once. Expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS}s against a $LEASE_TTL ttl; the server ended its session; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's resumed check_fence failed with FN001; each customer billed once. Wake mid-run: pod-A (token $MIDRUN_TOKEN_A) resumed while pod-B (token $MIDRUN_TOKEN_B) had billed 1 of $CUSTOMERS customers; pod-A's check_fence waited for pod-B and failed with FN001 before any write; each customer billed once. Release: the lock ends with its transaction, so there is no release call that could free another holder's lock. Regression: make test (test/t/090_examples.pl runs this demo and examples/correctness_lock.c and .py, including the stale holder that writes a row the newer one has not reached); test/isolation/specs/fence_interleaving.spec.
+**Tests:** concurrency: $RACE_PODS processes, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy, each customer billed once. Expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS}s against a $LEASE_TTL ttl; the server ended its session; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's resumed check_fence failed with FN001; each customer billed once. Wake mid-run: pod-A (token $MIDRUN_TOKEN_A) resumed while pod-B (token $MIDRUN_TOKEN_B) had billed 1 of $CUSTOMERS customers; pod-A's check_fence waited for pod-B and failed with FN001 before any write; each customer billed once. Batch job on a lease: pod-A (token $BATCH_TOKEN_A) billed $BATCH_BILLED_A customers in committed batches, then was frozen ${BATCH_SECONDS}s between two batches against a $BATCH_LEASE_TTL ttl; pod-B (token $BATCH_TOKEN_B), asleep in acquire_lease, took the run over when the lease lapsed and billed the rest; pod-A's next use_lease failed with FN004 before any write; each customer billed once. Release: the transaction's lock ends with its transaction, so there is no release call that could free another holder's lock; the lease is released with fencing.release_lease(name, token), which frees only the lease held with that token. Regression: make test (test/t/090_examples.pl runs this demo and examples/correctness_lock.c and .py, including the stale holder that writes a row the newer one has not reached); test/isolation/specs/fence_interleaving.spec.
 EOF
 }
 
@@ -670,6 +804,7 @@ create_demo_database
 scene_race
 scene_pause
 scene_wake_mid_run
+scene_batch_lease
 print_design
 
 say ""

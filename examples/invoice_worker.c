@@ -48,14 +48,28 @@
  * transaction open, until it gets SIGUSR1: the demo uses it to wake a stale
  * pod in the middle of this pod's run.
  *
+ * With --batch N the worker runs the job the way a long job must, on a lease
+ * that outlives its transactions (README, "A batch job"): it takes the run
+ * with fencing.acquire_lease(name, ttl, timeout, holder) outside any
+ * transaction (waiting up to --wait for it, without polling), then bills N
+ * customers per transaction.  Each batch starts with
+ * fencing.use_lease(name, token), which fails with SQLSTATE FN004 once the
+ * lease is lost, renews it otherwise, raises the run's fence to the token
+ * and sets fencing.token; the batch then bills the next customers the
+ * ledger shows unbilled (so a pod that takes over from a lost one goes on
+ * where the committed batches end) and commits.  On FN004 the worker stops
+ * at once: no retry, no reconnect.  After the last batch it releases the
+ * lease.  Here --hold-after N holds after N batches, between transactions.
+ *
  * Output: one event per line on stdout, tab-separated, for the driver to
  * assemble into a timeline:
  *		microseconds-since-epoch  worker  event  token|-  text
- * Events: ready, got, check, busy, bill, hold, commit, lost, resume,
- * rejected, stop, error.
+ * Events: ready, wait, got, check, busy, bill, hold, commit, lost, resume,
+ * rejected, fn004, release, stop, error.
  *
  * Exit status: 0 billed and committed, 2 busy, 3 stale write rejected
- * (FN001), 4 lost the lock and stopped, 1 anything else.
+ * (FN001), 4 lost the lock and stopped, 5 lost the lease (FN004) and
+ * stopped, 1 anything else.
  *
  * Connection parameters come from the usual PG* environment variables (or
  * --dsn).  Build:
@@ -89,13 +103,16 @@
 #define EXIT_BUSY		2
 #define EXIT_STALE		3
 #define EXIT_LOST		4
+#define EXIT_LEASE_LOST	5
 
 #define MAX_CUSTOMERS	64
 #define STALE_SQLSTATE	"FN001"
+#define LEASE_LOST_SQLSTATE "FN004"
 
 /* which fence rejected a statement, for the timeline */
 #define RUN_FENCE		"the run's fence (check_fence)"
 #define ROW_FENCE		"the row's fence"
+#define RUN_FENCE_LEASE	"the run's fence (use_lease)"
 
 typedef struct Customer
 {
@@ -113,8 +130,11 @@ typedef struct WorkerOptions
 	const char *dsn;			/* NULL: PG* environment */
 	int			step_ms;		/* pause between customers (work time) */
 	int			gate;			/* wait for SIGUSR1 before asking */
-	int			hold_after;		/* >0: wait for SIGUSR1 after this many bills */
+	int			hold_after;		/* >0: wait for SIGUSR1 after this many bills
+								 * (batches, with --batch) */
 	int			naive_resume;	/* play the stale pod after losing the session */
+	int			batch;			/* >0: customers per transaction, on a lease */
+	const char *wait;			/* acquire_lease's timeout (NULL: no wait) */
 } WorkerOptions;
 
 static WorkerOptions opts;
@@ -440,6 +460,23 @@ still_holder(PGconn *conn, PGresult **failed)
 }
 
 /*
+ * Run a check that takes the lock's name and our token ($1, $2): NULL when
+ * it passed, else the failed result for the caller to classify.
+ */
+static PGresult *
+call_with_token(PGconn *conn, const char *sql)
+{
+	const char *params[2] = {opts.lock_name, token};
+	PGresult   *res;
+
+	res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res;
+	PQclear(res);
+	return NULL;
+}
+
+/*
  * The run's fence, first in every transaction that writes for the run:
  * fencing.check_fence(lock name, token) raises the watermark of the run's
  * resource (the lock's name, normalised like the lock) to our token, and
@@ -452,15 +489,7 @@ still_holder(PGconn *conn, PGresult **failed)
 static PGresult *
 check_run_fence(PGconn *conn)
 {
-	const char *params[2] = {opts.lock_name, token};
-	PGresult   *res;
-
-	res = PQexecParams(conn, "SELECT fencing.check_fence($1, $2::bigint)",
-					   2, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		return res;
-	PQclear(res);
-	return NULL;
+	return call_with_token(conn, "SELECT fencing.check_fence($1, $2::bigint)");
 }
 
 /*
@@ -493,9 +522,9 @@ bill_customer(PGconn *conn, const Customer *c, char *amount, size_t amount_len)
 
 /*
  * Classify a failed statement: SQLSTATE FN001 means a newer holder has
- * passed the fence ("fence" names which one the statement checked), so this
- * pod must stop and never retry; a dead connection means the session (and
- * with it the lock) is gone.  Returns the exit status the worker should end
+ * passed the fence ("fence" names which one the statement checked), and
+ * FN004 that the lease is lost, so this pod must stop and never retry; a
+ * dead connection means the session (and with it the lock) is gone.  Returns the exit status the worker should end
  * with, or -1 if the connection is lost and the caller may decide what to do.
  */
 static int
@@ -504,6 +533,15 @@ classify_failure(PGconn *conn, PGresult *res, const char *fence)
 	const char *sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	char		buf[512];
 
+	if (sqlstate && strcmp(sqlstate, LEASE_LOST_SQLSTATE) == 0)
+	{
+		const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+
+		report("fn004", "use_lease REJECTED, SQLSTATE %s: %s%s%s",
+			   sqlstate, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY),
+			   detail ? " | DETAIL: " : "", detail ? detail : "");
+		return EXIT_LEASE_LOST;
+	}
 	if (sqlstate && strcmp(sqlstate, STALE_SQLSTATE) == 0)
 	{
 		const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
@@ -666,6 +704,209 @@ run_billing(PGconn *conn)
 }
 
 /*
+ * Take the run with a lease that outlives this pod's transactions:
+ * fencing.acquire_lease outside any transaction, waiting up to --wait for a
+ * holder to release it or let it lapse (the server wakes the waiter; it
+ * does not poll).  Returns 1 and stores the token when granted, 0 when the
+ * run stayed busy.  "at" gets the server's clock just after the call.
+ */
+static int
+acquire_run_lease(PGconn *conn, char *at, size_t at_len)
+{
+	const char *params[4] = {opts.lock_name, opts.lease_ttl, opts.wait, opts.worker};
+	PGresult   *res;
+	int			granted;
+
+	res = exec_or_die(conn,
+					  "SELECT t.token, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+					  " FROM fencing.acquire_lease($1, $2::interval, $3::interval, $4) AS t(token)",
+					  4, params, PGRES_TUPLES_OK);
+	snprintf(at, at_len, "%s", PQgetvalue(res, 0, 1));
+	granted = !PQgetisnull(res, 0, 0);
+	if (granted)
+		snprintf(token, sizeof(token), "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return granted;
+}
+
+/*
+ * The first statement of every batch: fencing.use_lease(name, token).  It
+ * fails with FN004 when the lease is lost (lapsed, taken over, released);
+ * otherwise it renews the lease, raises the run's fence to our token (FN001
+ * if a newer holder raised it) and sets fencing.token for the transaction.
+ * Returns NULL when it passed, else the failed result.
+ */
+static PGresult *
+use_run_lease(PGconn *conn)
+{
+	return call_with_token(conn, "SELECT fencing.use_lease($1, $2::bigint)");
+}
+
+/*
+ * The next customers the ledger shows unbilled for the period, at most
+ * --batch of them, in order.  Read after use_lease, in the batch's own
+ * transaction, so the batches an earlier holder committed are seen and not
+ * billed again.  Returns how many, or -1 with the failed result.
+ */
+static int
+next_batch(PGconn *conn, Customer *batch, PGresult **failed)
+{
+	char		limit[16];
+	const char *params[2] = {opts.period, limit};
+	PGresult   *res;
+	int			i;
+
+	snprintf(limit, sizeof(limit), "%d", opts.batch);
+	res = PQexecParams(conn,
+					   "SELECT a.customer_id, a.name FROM billing.accounts a"
+					   " WHERE NOT EXISTS (SELECT FROM billing.invoices i"
+					   "                    WHERE i.customer_id = a.customer_id AND i.period = $1)"
+					   " ORDER BY a.customer_id LIMIT $2::int",
+					   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		*failed = res;
+		return -1;
+	}
+	for (i = 0; i < PQntuples(res) && i < opts.batch && i < MAX_CUSTOMERS; i++)
+	{
+		snprintf(batch[i].id, sizeof(batch[i].id), "%s", PQgetvalue(res, i, 0));
+		snprintf(batch[i].name, sizeof(batch[i].name), "%s", PQgetvalue(res, i, 1));
+	}
+	PQclear(res);
+	return i;
+}
+
+/*
+ * The run is done: give the lease back, so the next run need not wait for
+ * the ttl.  release_lease frees only the lease held with our token.
+ */
+static int
+release_run_lease(PGconn *conn)
+{
+	const char *params[2] = {opts.lock_name, token};
+	PGresult   *res;
+
+	res = exec_or_die(conn, "SELECT fencing.release_lease($1, $2::bigint)",
+					  2, params, PGRES_TUPLES_OK);
+	report("release", "fencing.release_lease('%s', token) = %s: the run is done, the next one may start at once",
+		   opts.lock_name, strcmp(PQgetvalue(res, 0, 0), "t") == 0 ? "true" : "false");
+	PQclear(res);
+	return EXIT_BILLED;
+}
+
+/*
+ * Bill one batch in its own transaction: use_lease, the next unbilled
+ * customers, their bills, COMMIT.  Returns -1 after a committed batch,
+ * EXIT_BILLED when nothing was left to bill, or the exit status the worker
+ * must end with (FN004: stop at once; FN001; a lost session).
+ */
+static int
+bill_one_batch(PGconn *conn, int number)
+{
+	Customer	batch[MAX_CUSTOMERS];
+	char		names[512] = "";
+	PGresult   *res;
+	int			n;
+	int			i;
+
+	PQclear(exec_or_die(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	res = use_run_lease(conn);
+	if (res != NULL)
+	{
+		int			status = classify_failure(conn, res, RUN_FENCE_LEASE);
+
+		PQclear(res);
+		PQclear(PQexec(conn, "ROLLBACK"));
+		if (status == EXIT_LEASE_LOST)
+			report("stop", "stops at once: no retry, no reconnect; this batch wrote nothing");
+		return status < 0 ? EXIT_LOST : status;
+	}
+	n = next_batch(conn, batch, &res);
+	if (n < 0)
+		return end_after_failure(conn, res, ROW_FENCE);
+	if (n == 0)
+	{
+		PQclear(exec_or_die(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+		report("check", "batch %d: fencing.use_lease ok; nothing left to bill", number);
+		return release_run_lease(conn);
+	}
+	report("check", "batch %d: BEGIN; fencing.use_lease('%s', token) ok: lease renewed for %s, the run's fence is this token; next unbilled: %s",
+		   number, opts.lock_name, opts.lease_ttl, batch[0].name);
+	for (i = 0; i < n; i++)
+	{
+		char		amount[32] = "";
+
+		res = bill_customer(conn, &batch[i], amount, sizeof(amount));
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			return end_after_failure(conn, res, ROW_FENCE);
+		PQclear(res);
+		report("bill", "billed %s %s with fence = token (uncommitted)", batch[i].name, amount);
+		snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+				 i > 0 ? ", " : "", batch[i].name);
+	}
+	res = PQexec(conn, "COMMIT");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return end_after_failure(conn, res, ROW_FENCE);
+	PQclear(res);
+	report("commit", "COMMIT of batch %d (%s); the lease stays held after the commit", number, names);
+	return -1;
+}
+
+/*
+ * The job on a lease: batch after batch, each its own transaction, the
+ * lease renewed by each batch's use_lease (a batch every --step-ms, well
+ * within a third of the ttl).
+ */
+static int
+run_batches(PGconn *conn)
+{
+	int			number;
+
+	for (number = 1;; number++)
+	{
+		int			status;
+
+		if (number > 1 && opts.step_ms > 0)
+			sleep_ms(opts.step_ms);
+		status = bill_one_batch(conn, number);
+		if (status >= 0)
+			return status;
+		if (number == opts.hold_after)
+		{
+			report("hold", "holds after batch %d, between transactions, until SIGUSR1", number);
+			wait_for_go();
+		}
+	}
+}
+
+/*
+ * The job on a lease, from acquire_lease to the last batch.
+ */
+static int
+run_on_lease(PGconn *conn)
+{
+	char		at[32];
+	int			status;
+
+	if (opts.wait)
+		report("wait", "fencing.acquire_lease('%s', '%s', timeout => '%s') waits for the run (asleep until the lease is released or lapses; no polling)",
+			   opts.lock_name, opts.lease_ttl, opts.wait);
+	if (!acquire_run_lease(conn, at, sizeof(at)))
+	{
+		report_at(at, "busy", "'%s' is busy: another pod holds the run's lease; not billing",
+				  opts.lock_name);
+		PQfinish(conn);
+		return EXIT_BUSY;
+	}
+	report_at(at, "got", "fencing.acquire_lease('%s', '%s', holder => '%s') granted: token %s, held by the server across this pod's transactions",
+			  opts.lock_name, opts.lease_ttl, opts.worker, token);
+	status = run_batches(conn);
+	PQfinish(conn);
+	return status;
+}
+
+/*
  * Explain the command line.
  */
 static void
@@ -674,7 +915,7 @@ usage(const char *progname)
 	fprintf(stderr,
 			"usage: %s --worker LABEL --lock NAME [--period P] [--lease TTL]\n"
 			"          [--step-ms N] [--gate] [--hold-after N] [--naive-resume]\n"
-			"          [--dsn CONNINFO]\n",
+			"          [--batch N [--wait TIMEOUT]] [--dsn CONNINFO]\n",
 			progname);
 	exit(EXIT_FAILED);
 }
@@ -695,6 +936,8 @@ main(int argc, char **argv)
 		{"hold-after", required_argument, NULL, 'h'},
 		{"naive-resume", no_argument, NULL, 'n'},
 		{"dsn", required_argument, NULL, 'd'},
+		{"batch", required_argument, NULL, 'b'},
+		{"wait", required_argument, NULL, 'a'},
 		{NULL, 0, NULL, 0}
 	};
 	PGconn	   *conn;
@@ -735,17 +978,26 @@ main(int argc, char **argv)
 			case 'd':
 				opts.dsn = optarg;
 				break;
+			case 'b':
+				opts.batch = atoi(optarg);
+				break;
+			case 'a':
+				opts.wait = optarg;
+				break;
 			default:
 				usage(argv[0]);
 		}
 	}
-	if (opts.lock_name == NULL || optind != argc)
+	if (opts.lock_name == NULL || optind != argc ||
+		(opts.batch != 0 && (opts.batch < 1 || opts.lease_ttl == NULL)))
 		usage(argv[0]);
 
 	arm_go_signal();
 	conn = connect_worker();
 	load_customers(conn);
 	wait_at_gate(conn);
+	if (opts.batch > 0)
+		return run_on_lease(conn);
 
 	PQclear(exec_or_die(conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
 	if (!take_lock(conn, at, sizeof(at)))
