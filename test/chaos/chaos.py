@@ -226,8 +226,8 @@ class Run:
         lease_args = ["--job", "lease", "--jobs", str(self.a.lease_jobs)]
         if self.a.break_ == "lease-no-fence":
             lease_args.append("--break-lease")
-            self.log("BROKEN ON PURPOSE: the lease workers skip use_lease and ignore failed renewals "
-                     "(CHAOS_BREAK=lease-no-fence)")
+            self.log("BROKEN ON PURPOSE: the lease workers skip use_lease and carry on after FN004 "
+                     "and FN001 (CHAOS_BREAK=lease-no-fence)")
         for name in self.lease_names:
             self.start_worker(name, lease_args)
         self.event("fault_static", kind="clock_worker", target=self.clock_worker,

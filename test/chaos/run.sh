@@ -32,8 +32,9 @@
 #   CHAOS_BREAK     accept-all: build fencing with a trigger that accepts
 #                   every write; no-trigger: leave the tables unprotected;
 #                   lease-no-fence: the lease workers write without
-#                   use_lease and carry on after a failed renewal.  Each
-#                   must make the checker report violations.
+#                   use_lease and carry on after a failed renewal or a
+#                   rejected batch.  Each must make the checker report
+#                   violations.
 #   CHAOS_RESULTS   where results go (default test/results)
 #   CHAOS_KEEP=1    keep the run directory (data directories, logs)
 #   FENCING_SKIP_BUILD=1  test the fencing.so installed in the system's

@@ -618,7 +618,8 @@ class Worker:
                     self.lease_batch(run, name, job, ids)
                     done += 1
                 except (psycopg.Error, RuntimeError) as e:
-                    self.failed(self.batch_at, e)
+                    if self.failed(self.batch_at, e) and self.args.break_lease:
+                        continue        # broken on purpose: a stale write does not stop it
                     why = {"by": self.batch_at.phase, "sqlstate": getattr(e, "sqlstate", None),
                            "msg": first_line(e)}
                     break
@@ -702,7 +703,8 @@ def main():
                    help="lease job: batches per run, at most (each run draws 1/2 to all of them)")
     p.add_argument("--break-lease", action="store_true",
                    help="lease job, broken on purpose: batches skip use_lease (only SET LOCAL"
-                        " fencing.token) and the run ignores a failed renewal")
+                        " fencing.token), and neither a failed renewal nor a batch rejected"
+                        " with FN001 stops the run")
     p.add_argument("--client-timeout", type=float, default=0.0,
                    help="seconds without an answer after which the connection is given up (0: never)")
     args = p.parse_args()
