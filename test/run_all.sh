@@ -8,6 +8,8 @@
 #   test/run_all.sh isolation [NAME...]   only isolation specs
 #   test/run_all.sh pgtap [FILE...]       only pgTAP files (test/pgtap/*.sql)
 #   test/run_all.sh tap [FILE...]         only TAP files (test/t/*.pl)
+#   test/run_all.sh clients [FILE...]     only the client libraries (clients/:
+#                                         pgfencing, pg-fencing, their READMEs)
 #   test/run_all.sh chaos                 only the short chaos run
 #                                         (test/chaos/run.sh --short, root)
 #
@@ -57,16 +59,16 @@ START_SECONDS=$SECONDS
 
 # --- arguments -------------------------------------------------------------
 
-SELECTED=(regress isolation pgtap tap chaos)
+SELECTED=(regress isolation pgtap tap clients chaos)
 FILES=()
 if [ $# -gt 0 ]; then
 	IFS=, read -r -a SELECTED <<<"$1"
 	shift
 	for s in "${SELECTED[@]}"; do
 		case $s in
-		regress | isolation | pgtap | tap | chaos) ;;
+		regress | isolation | pgtap | tap | clients | chaos) ;;
 		*)
-			echo "usage: $0 [regress|isolation|pgtap|tap|chaos[,...]] [files...]" >&2
+			echo "usage: $0 [regress|isolation|pgtap|tap|clients|chaos[,...]] [files...]" >&2
 			exit 2
 			;;
 		esac
@@ -86,12 +88,12 @@ files_for()
 	for f in "${FILES[@]}"; do
 		case $suite in
 		regress)
-			if [[ $f != *.spec && $f != *.pl && $f != *pgtap/* ]]; then
+			if [[ $f != *.spec && $f != *.pl && $f != *pgtap/* && $f != clients/* ]]; then
 				basename "${f%.sql}"
 			fi
 			;;
 		isolation)
-			if [[ $f != *.sql && $f != *.pl ]]; then
+			if [[ $f != *.sql && $f != *.pl && $f != clients/* ]]; then
 				basename "${f%.spec}"
 			fi
 			;;
@@ -105,6 +107,11 @@ files_for()
 		tap)
 			if [[ $f == *.pl ]]; then
 				echo "test/t/$(basename "$f")"
+			fi
+			;;
+		clients)
+			if [[ $f == clients/* ]]; then
+				echo "$f"
 			fi
 			;;
 		esac

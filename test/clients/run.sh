@@ -21,8 +21,8 @@
 #                                    "npm install pg ./clients/node" writes
 #                                    it, installed with "npm ci")
 #
-# npm installs pg from the npm registry, or from FENCING_NPM_CACHE when
-# that names a cache that holds it (npm's --prefer-offline).
+# npm installs pg from the npm registry, or only from the npm cache that
+# FENCING_NPM_CACHE names (npm's --offline).
 #
 # WORKDIR (new or empty) receives the server's data directory, its socket
 # and log, PgBouncer's, the venv and the node modules.  FILE names test
@@ -46,9 +46,16 @@ mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 PYDIR=$ROOT/clients/python
 NODEDIR=$ROOT/clients/node
-# npm's cache: FENCING_NPM_CACHE names one filled before (a machine that
-# reaches the registry only through another), else one of this run's own.
-NPM_CACHE=${FENCING_NPM_CACHE:-$WORK/npm-cache}
+# npm's cache: FENCING_NPM_CACHE names one filled before, which npm then
+# uses alone (a machine that reaches the registry only through another);
+# else one of this run's own, filled from the registry.
+if [ -n "${FENCING_NPM_CACHE:-}" ]; then
+	NPM_CACHE=$FENCING_NPM_CACHE
+	NPM_SOURCE=--offline
+else
+	NPM_CACHE=$WORK/npm-cache
+	NPM_SOURCE=--prefer-offline
+fi
 
 PY_FILES=()
 JS_FILES=()
@@ -155,8 +162,8 @@ if [ ${#JS_FILES[@]} -gt 0 ]; then
 	cp -r "$NODEDIR" "$WORK/node"
 	rm -rf "$WORK/node/node_modules"
 	cp -r "$HERE/app" "$WORK/app"
-	{ (cd "$WORK/node" && npm ci --no-audit --no-fund --ignore-scripts --prefer-offline --cache "$NPM_CACHE") &&
-		(cd "$WORK/app" && npm ci --no-audit --no-fund --ignore-scripts --prefer-offline --cache "$NPM_CACHE"); } \
+	{ (cd "$WORK/node" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE") &&
+		(cd "$WORK/app" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE"); } \
 		>"$WORK/npm.log" 2>&1 || setup_failed "npm ci / npm install ./clients/node" "$WORK/npm.log"
 fi
 

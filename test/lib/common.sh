@@ -119,6 +119,11 @@ suites|Perl modules of the TAP files|sh:perl -MTest::More -MTime::HiRes -MUnicod
 suites|IPC::Run (perl -MIPC::Run -e1)|sh:perl -MIPC::Run -e1|libipc-run-perl
 suites|pgbouncer|x:/usr/sbin/pgbouncer|pgbouncer
 suites|psycopg (python3 -c 'import psycopg')|sh:python3 -c 'import psycopg'|python3-psycopg
+suites|psycopg_pool for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -c 'import psycopg, psycopg_pool'|python3-psycopg-pool
+suites|pip and setuptools for /usr/bin/python3 (the client suite installs pgfencing)|sh:/usr/bin/python3 -m pip --version && /usr/bin/python3 -c 'import setuptools, wheel'|python3-pip
+suites|pytest for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -m pytest --version|python3-pytest
+suites|node (the client suite)|cmd:node|nodejs
+suites|npm (the client suite installs pg-fencing and node-postgres)|cmd:npm|npm
 chaos|patroni|cmd:patroni|patroni
 chaos|etcd|cmd:etcd|etcd-server
 chaos|etcdctl|cmd:etcdctl|etcd-client

@@ -16,7 +16,8 @@ const {
 } = require('pg-fencing');
 const { unique, pool, admin, ledger, sleep } = require('./helpers');
 
-const TTL = 1500;
+const TTL = 2500;
+const BUSY = 5.5; // seconds: over two ttls
 
 async function withPool(fn) {
   const p = pool();
@@ -127,13 +128,13 @@ test('the renewal keeps the lease while the client doing the work is busy', () =
   const client = await p.connect();
   try {
     await lease.transaction(client, async (c) => {
-      await c.query('SELECT pg_sleep(4.5)');
+      await c.query('SELECT pg_sleep($1)', [BUSY]);
       await c.query(`UPDATE ${table} SET amount = amount + 1 WHERE id = 1`);
     });
     assert.equal(lease.lost, false);
     const { rows } = await p.query(
       'SELECT extract(epoch FROM renewed_at - acquired_at) AS s FROM fencing.leases WHERE name = $1', [name]);
-    assert.ok(Number(rows[0].s) > 3);
+    assert.ok(Number(rows[0].s) > BUSY - TTL / 1000);
     await lease.transaction(client, (c) => c.query(`UPDATE ${table} SET amount = amount + 1 WHERE id = 1`));
     assert.equal(await lease.owned(), true);
   } finally {
@@ -148,7 +149,7 @@ test('without renewal the busy holder loses its lease', () => withPool(async (p)
   const client = await p.connect();
   try {
     await lease.transaction(client, async (c) => {
-      await c.query('SELECT pg_sleep(4.5)');
+      await c.query('SELECT pg_sleep($1)', [BUSY]);
       await c.query(`UPDATE ${table} SET amount = amount + 1 WHERE id = 1`);
     });
     await assert.rejects(lease.transaction(client, (c) =>
@@ -160,7 +161,7 @@ test('without renewal the busy holder loses its lease', () => withPool(async (p)
   }
 }));
 
-test('a broken lease aborts the signal and emits lost', () => withPool(async (p) => {
+test('a broken lease aborts the signal and emits lost', { timeout: 60000 }, () => withPool(async (p) => {
   const name = unique('break');
   const lease = await Lease.acquire(p, name, { ttlMs: TTL });
   const lost = new Promise((resolve) => lease.on('lost', resolve));

@@ -16,7 +16,7 @@ test('a lease through PgBouncer', async () => {
   const name = unique('bouncer');
   const p = bouncerPool();
   try {
-    const lease = await Lease.acquire(p, name, { ttlMs: 1500 });
+    const lease = await Lease.acquire(p, name, { ttlMs: 3000 });
     for (let i = 0; i < 8; i++) {
       const client = await p.connect();
       try {
@@ -33,7 +33,7 @@ test('a lease through PgBouncer', async () => {
       const { rows } = await p.query("SELECT current_setting('fencing.token', true) AS t");
       assert.ok(rows[0].t === null || rows[0].t === '');
     }
-    await new Promise((resolve) => setTimeout(resolve, 2000));
+    await new Promise((resolve) => setTimeout(resolve, 4000));
     assert.equal(lease.lost, false);
     assert.equal(await Lease.acquire(p, name), null);
     await lease.release();

@@ -24,13 +24,13 @@ def test_async_lease_life(ledger, admin):
 
     async def main():
         async with AsyncConnectionPool(conninfo(), min_size=2, max_size=4) as pool:
-            async with pgfencing.aio.Lease(pool, name, ttl=1.5) as lease:
+            async with pgfencing.aio.Lease(pool, name, ttl=2.5) as lease:
                 assert isinstance(lease.token, int)
                 other = pgfencing.aio.Lease(pool, name)
                 assert not await other.acquire(blocking=False)
                 async with pool.connection() as conn:
                     async with lease.transaction(conn):
-                        await conn.execute("SELECT pg_sleep(4)")
+                        await conn.execute("SELECT pg_sleep(5.5)")
                         await conn.execute(f"UPDATE {ledger} SET amount = 9 WHERE id = 1")
                 assert not lease.lost.is_set()
                 assert await lease.owned()
@@ -47,10 +47,10 @@ def test_async_lost_on_break_and_errors(ledger, admin):
     async def main():
         conn = await psycopg.AsyncConnection.connect(conninfo())
         try:
-            lease = pgfencing.aio.Lease(conn, name, ttl=1.5, raise_on_release_error=False)
+            lease = pgfencing.aio.Lease(conn, name, ttl=2.5, raise_on_release_error=False)
             async with lease:
                 admin.execute("SELECT fencing.break_lease(%s)", (name,))
-                await asyncio.wait_for(lease.lost.wait(), 5)
+                await asyncio.wait_for(lease.lost.wait(), 8)
                 with pytest.raises(pgfencing.LeaseLost):
                     async with lease.transaction(conn):
                         pass

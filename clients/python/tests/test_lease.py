@@ -161,12 +161,12 @@ def test_a_connection_as_source(ledger):
     """acquire and release on the caller's connection, in whatever state it
     is; the renewals on another one."""
     with psycopg.connect(conninfo()) as conn:
-        lease = pgfencing.Lease(conn, unique("conn"), ttl=1.5)
+        lease = pgfencing.Lease(conn, unique("conn"), ttl=3)
         assert lease.acquire(blocking=False)
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with lease.transaction(conn):
             conn.execute(f"UPDATE {ledger} SET amount = 4 WHERE id = 1")
-        lease.lost.wait(3)
+        lease.lost.wait(4)
         assert not lease.lost.is_set(), "the renewals did not keep the lease"
         lease.release()
         assert not conn.closed
@@ -174,11 +174,11 @@ def test_a_connection_as_source(ledger):
 
 def test_a_pool_as_source(ledger):
     with ConnectionPool(conninfo(), min_size=2, max_size=4) as pool:
-        with pgfencing.Lease(pool, unique("pool"), ttl=1.5) as lease:
+        with pgfencing.Lease(pool, unique("pool"), ttl=3) as lease:
             for i in range(3):
                 with pool.connection() as conn, lease.transaction(conn):
                     conn.execute(f"UPDATE {ledger} SET amount = %s WHERE id = 1", (i,))
-            lease.lost.wait(2)
+            lease.lost.wait(4)
             assert not lease.lost.is_set()
 
 

@@ -15,7 +15,7 @@ from conftest import bouncer_conninfo, unique
 def test_lease_through_pgbouncer(ledger, admin):
     name = unique("bouncer")
     with ConnectionPool(bouncer_conninfo(), min_size=2, max_size=4) as pool:
-        with pgfencing.Lease(pool, name, ttl=1.5) as lease:
+        with pgfencing.Lease(pool, name, ttl=3) as lease:
             token = lease.token
             for i in range(8):
                 with pool.connection() as conn, lease.transaction(conn):
@@ -26,7 +26,7 @@ def test_lease_through_pgbouncer(ledger, admin):
                 with pool.connection() as conn:
                     assert conn.execute("SELECT current_setting('fencing.token', true)").fetchone()[0] in (None, "")
                     conn.rollback()
-            lease.lost.wait(2)
+            lease.lost.wait(4)
             assert not lease.lost.is_set()
             other = pgfencing.Lease(bouncer_conninfo(), name)
             assert not other.acquire(blocking=False)

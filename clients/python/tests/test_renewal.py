@@ -14,8 +14,8 @@ import pytest
 import pgfencing
 from conftest import conninfo, unique, wait_for
 
-TTL = 1.5
-BUSY = 4.5  # three ttls
+TTL = 2.5
+BUSY = 5.5  # over two ttls
 
 
 def busy_batch(lease, conn, ledger):
