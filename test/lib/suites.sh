@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# test/lib/suites.sh -- the five test suites of test/run_all.sh (sourced)
+# test/lib/suites.sh -- the six test suites of test/run_all.sh (sourced)
 #
 # Each run_* function runs one suite from the scratch copy $COPY as the test
 # user, prints its output, and calls record_result with what it counted.
