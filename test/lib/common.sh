@@ -120,7 +120,9 @@ suites|IPC::Run (perl -MIPC::Run -e1)|sh:perl -MIPC::Run -e1|libipc-run-perl
 suites|pgbouncer|x:/usr/sbin/pgbouncer|pgbouncer
 suites|psycopg (python3 -c 'import psycopg')|sh:python3 -c 'import psycopg'|python3-psycopg
 suites|psycopg_pool for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -c 'import psycopg, psycopg_pool'|python3-psycopg-pool
-suites|pip and setuptools for /usr/bin/python3 (the client suite installs pgfencing)|sh:/usr/bin/python3 -m pip --version && /usr/bin/python3 -c 'import setuptools, wheel'|python3-pip
+suites|pip for /usr/bin/python3 (the client suite installs pgfencing)|sh:/usr/bin/python3 -m pip --version|python3-pip
+suites|setuptools for /usr/bin/python3 (builds pgfencing)|sh:/usr/bin/python3 -c 'import setuptools'|python3-setuptools
+suites|a wheel builder for setuptools (its own from 70.1, else wheel)|sh:/usr/bin/python3 -c 'import setuptools.command.bdist_wheel' || /usr/bin/python3 -c 'import wheel'|python3-wheel
 suites|pytest for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -m pytest --version|python3-pytest
 suites|node (the client suite)|cmd:node|nodejs
 suites|npm (the client suite installs pg-fencing and node-postgres)|cmd:npm|npm
