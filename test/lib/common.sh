@@ -122,7 +122,7 @@ suites|psycopg (python3 -c 'import psycopg')|sh:python3 -c 'import psycopg'|pyth
 suites|psycopg_pool for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -c 'import psycopg, psycopg_pool'|python3-psycopg-pool
 suites|pip for /usr/bin/python3 (the client suite installs pgfencing)|sh:/usr/bin/python3 -m pip --version|python3-pip
 suites|setuptools for /usr/bin/python3 (builds pgfencing)|sh:/usr/bin/python3 -c 'import setuptools'|python3-setuptools
-suites|a wheel builder for setuptools (its own from 70.1, else wheel)|sh:/usr/bin/python3 -c 'import setuptools.command.bdist_wheel' || /usr/bin/python3 -c 'import wheel'|python3-wheel
+suites|a wheel builder for setuptools (its own from 70.1, else wheel)|sh:/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("wheel") or u.find_spec("setuptools.command.bdist_wheel")))'|python3-wheel
 suites|pytest for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -m pytest --version|python3-pytest
 suites|node (the client suite)|cmd:node|nodejs
 suites|npm (the client suite installs pg-fencing and node-postgres)|cmd:npm|npm
