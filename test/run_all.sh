@@ -11,6 +11,8 @@
 #   test/run_all.sh drivers [FILE...]     only the driver suite (test/drivers/:
 #                                         psycopg 3, node-postgres, libpq
 #                                         pipeline mode, PgBouncer)
+#   test/run_all.sh clients [FILE...]     only the client libraries (clients/:
+#                                         pgfencing, pg-fencing, their READMEs)
 #   test/run_all.sh chaos                 only the short chaos run
 #                                         (test/chaos/run.sh --short, root)
 #
@@ -60,16 +62,16 @@ START_SECONDS=$SECONDS
 
 # --- arguments -------------------------------------------------------------
 
-SELECTED=(regress isolation pgtap tap drivers chaos)
+SELECTED=(regress isolation pgtap tap drivers clients chaos)
 FILES=()
 if [ $# -gt 0 ]; then
 	IFS=, read -r -a SELECTED <<<"$1"
 	shift
 	for s in "${SELECTED[@]}"; do
 		case $s in
-		regress | isolation | pgtap | tap | drivers | chaos) ;;
+		regress | isolation | pgtap | tap | drivers | clients | chaos) ;;
 		*)
-			echo "usage: $0 [regress|isolation|pgtap|tap|drivers|chaos[,...]] [files...]" >&2
+			echo "usage: $0 [regress|isolation|pgtap|tap|drivers|clients|chaos[,...]] [files...]" >&2
 			exit 2
 			;;
 		esac
@@ -89,12 +91,12 @@ files_for()
 	for f in "${FILES[@]}"; do
 		case $suite in
 		regress)
-			if [[ $f != *.spec && $f != *.pl && $f != *pgtap/* && $f != test/drivers/* ]]; then
+			if [[ $f != *.spec && $f != *.pl && $f != *pgtap/* && $f != test/drivers/* && $f != clients/* ]]; then
 				basename "${f%.sql}"
 			fi
 			;;
 		isolation)
-			if [[ $f != *.sql && $f != *.pl && $f != test/drivers/* ]]; then
+			if [[ $f != *.sql && $f != *.pl && $f != test/drivers/* && $f != clients/* ]]; then
 				basename "${f%.spec}"
 			fi
 			;;
@@ -112,6 +114,11 @@ files_for()
 			;;
 		drivers)
 			if [[ $f == test/drivers/* ]]; then
+				echo "$f"
+			fi
+			;;
+		clients)
+			if [[ $f == clients/* ]]; then
 				echo "$f"
 			fi
 			;;

@@ -126,6 +126,10 @@ suites|node (the driver suite)|cmd:node|nodejs
 suites|npm (installs node-postgres for the driver suite)|cmd:npm|npm
 suites|gcc (the driver suite's libpq program)|cmd:gcc|gcc
 suites|libpq headers (libpq-fe.h, the driver suite)|f:$PG_INCLUDEDIR/libpq-fe.h|libpq-dev
+suites|psycopg_pool for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -c 'import psycopg, psycopg_pool'|python3-psycopg-pool
+suites|pip for /usr/bin/python3 (the client suite installs pgfencing)|sh:/usr/bin/python3 -m pip --version|python3-pip
+suites|setuptools for /usr/bin/python3 (builds pgfencing)|sh:/usr/bin/python3 -c 'import setuptools'|python3-setuptools
+suites|a wheel builder for setuptools (its own from 70.1, else wheel)|sh:/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("wheel") or u.find_spec("setuptools.command.bdist_wheel")))'|python3-wheel
 chaos|patroni|cmd:patroni|patroni
 chaos|etcd|cmd:etcd|etcd-server
 chaos|etcdctl|cmd:etcdctl|etcd-client

@@ -411,6 +411,27 @@ run_drivers()
 	record_result drivers "$passed" "$failed" "$skipped"
 }
 
+# (e) clients: the client libraries of clients/ (pgfencing for Python,
+# pg-fencing for Node), installed as their READMEs say, tested with pytest
+# and node --test against a server and a PgBouncer that
+# test/clients/run.sh starts in the suite's own directory (its header says
+# what runs).  Its TAP lines, one per test, are counted.
+run_clients()
+{
+	local dir=$SCRATCH/clients rc=0 passed failed skipped
+
+	section "clients: pgfencing (pytest) and pg-fencing (node --test) (test/clients/run.sh)"
+	as_test_user mkdir -p "$dir"
+	(cd "$COPY" && as_test_user "PG_CONFIG=$PG_CONFIG" \
+		${FENCING_NPM_CACHE:+"FENCING_NPM_CACHE=$FENCING_NPM_CACHE"} \
+		timeout -k 30 "$SUITE_TIMEOUT" test/clients/run.sh "$dir/work" "$@") \
+		>"$dir/run.log" 2>&1 || rc=$?
+	cat "$dir/run.log"
+	read -r passed failed skipped < <(count_tap_output "$dir/run.log")
+	count_broken_run clients test/clients/run.sh "$rc" "$SUITE_TIMEOUT"
+	record_result clients "$passed" "$failed" "$skipped"
+}
+
 # (f) chaos: fencing through real Patroni failovers (test/chaos/run.sh
 # --short): both modes on one three-node cluster, seeded faults, the
 # checker's assertions as TAP lines.  It runs the fencing.so this run

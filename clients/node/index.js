@@ -1,0 +1,482 @@
+// Copyright (c) 2026, the fencing developers
+//
+// pg-fencing: leases and locks of the PostgreSQL extension fencing for
+// node-postgres, with a fence token the database checks.
+//
+//   const lease = await Lease.acquire(pool, 'invoice-run:2026-10', { ttlMs: 30000 });
+//   if (lease === null) return;                 // another worker has it
+//   try {
+//     for (const batch of batches) {
+//       const client = await pool.connect();
+//       try {
+//         await lease.transaction(client, async () => { ... });
+//       } finally { client.release(); }
+//     }
+//   } finally { await lease.release(); }
+//
+// Tokens exceed 2^53: they are BigInt here, and go to the server as text.
+
+'use strict';
+
+const { EventEmitter } = require('node:events');
+const os = require('node:os');
+
+// --- errors --------------------------------------------------------------------
+
+class FencingError extends Error {
+  constructor(message, options = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = this.constructor.name;
+    this.code = options.code !== undefined ? options.code : this.constructor.code;
+  }
+}
+
+// The name stayed held for the timeout.
+class BusyError extends FencingError {}
+BusyError.code = 'FENCING_BUSY';
+
+// The lease (or the transaction lock) is gone: stop the work, acquire again
+// to start over.  FN004, a renewal that could not get through within the
+// ttl, or, for a transaction lock, the end of the session that held it.
+class LeaseLostError extends FencingError {}
+LeaseLostError.code = 'FN004';
+
+// FN001: a newer holder wrote first; this write was rejected.  Stop, do not
+// retry.
+class StaleTokenError extends FencingError {}
+StaleTokenError.code = 'FN001';
+
+// FN002: another name with the same 64-bit key is held.
+class NameCollisionError extends FencingError {}
+NameCollisionError.code = 'FN002';
+
+// FN003: fencing is not in shared_preload_libraries on this server.
+class NotPreloadedError extends FencingError {}
+NotPreloadedError.code = 'FN003';
+
+// 25P01, or refused before sending: outside a transaction block the lock,
+// the fence and fencing.token end with the statement.
+class NotInTransactionError extends FencingError {}
+NotInTransactionError.code = '25P01';
+
+const BY_SQLSTATE = {
+  FN001: StaleTokenError,
+  FN002: NameCollisionError,
+  FN003: NotPreloadedError,
+  FN004: LeaseLostError,
+  '25P01': NotInTransactionError,
+};
+
+// The server ended the session (idle in transaction too long, the
+// transaction's time limit, pg_terminate_backend), or the connection
+// broke: a transaction lock ends with it.
+const SESSION_ENDED = new Set(['25P03', '25P04', '57P01']);
+
+function endedSession(err) {
+  if (SESSION_ENDED.has(err.code)) return true;
+  return !err.code && /Connection terminated|ECONNRESET|EPIPE|not queryable/i.test(String(err.message));
+}
+
+// The pg-fencing error for a node-postgres error (the original as
+// `cause`), or null when it is not one of fencing's.  With lockHeld, an
+// error that ended the session is a LeaseLostError.
+function translate(err, { lockHeld = false } = {}) {
+  if (err instanceof FencingError) return err;
+  if (!(err instanceof Error)) return null;
+  let Cls = BY_SQLSTATE[err.code];
+  if (!Cls && lockHeld && endedSession(err)) Cls = LeaseLostError;
+  if (!Cls) return null;
+  return new Cls(err.message, { cause: err, code: err.code || Cls.code });
+}
+
+function rethrow(err, options) {
+  const mapped = translate(err, options);
+  throw mapped || err;
+}
+
+// --- arguments and connections --------------------------------------------------------
+
+function isPool(x) {
+  return x !== null && typeof x === 'object' && typeof x.query === 'function' &&
+    'totalCount' in x && 'idleCount' in x;
+}
+
+function requireClient(client, what) {
+  if (isPool(client)) {
+    throw new TypeError(`${what} needs one client, not a pool: each pool.query may run on ` +
+      'another connection; take one with `const client = await pool.connect()`');
+  }
+  if (client === null || typeof client !== 'object' || typeof client.query !== 'function') {
+    throw new TypeError(`${what} needs a node-postgres client`);
+  }
+}
+
+function milliseconds(value, what, { positive }) {
+  if (value === null || value === undefined || value === Infinity) return null;
+  if (typeof value !== 'number' || Number.isNaN(value)) {
+    throw new TypeError(`${what} must be a number of milliseconds`);
+  }
+  if (positive ? value <= 0 : value < 0) {
+    throw new RangeError(`${what} must be ${positive ? 'positive' : 'at least 0'}`);
+  }
+  return Math.ceil(value);
+}
+
+const interval = (ms) => `${ms} milliseconds`;
+const bigint = (text) => (text === null || text === undefined ? null : BigInt(text));
+
+// acquire_lease waits at most this long per call (its cap, INT_MAX ms).
+const LONGEST_WAIT_MS = 2 ** 31 - 1;
+// A renewal that failed for a reason other than FN004 is tried again this
+// soon, until the lease may have expired.
+const RETRY_MS = 500;
+
+// The transaction status of each client, from the ReadyForQuery messages
+// node-postgres reads ('I' idle, 'T' in a transaction block, 'E' failed):
+// node-postgres does not keep it, and autocommit is its only mode.
+const txStatus = new WeakMap();
+
+function watchStatus(client) {
+  const connection = client.connection;
+  if (txStatus.has(client) || !connection || typeof connection.on !== 'function') return;
+  txStatus.set(client, null);
+  connection.on('readyForQuery', (msg) => txStatus.set(client, msg.status));
+}
+
+function notInTransaction(what) {
+  return new NotInTransactionError(`${what} needs a transaction: this client is outside a ` +
+    "transaction block, where the lock would end with the statement; run 'BEGIN' first");
+}
+
+// A statement that must run in a transaction block: refused before it is
+// sent when the client is known to be outside one, and reported when it
+// turns out to have run outside one (what it took has already ended).
+async function inTransaction(client, what, text, values, options) {
+  requireClient(client, what);
+  watchStatus(client);
+  if (txStatus.get(client) === 'I') throw notInTransaction(what);
+  let result;
+  try {
+    result = await client.query(text, values);
+  } catch (err) {
+    rethrow(err, options);
+  }
+  if (txStatus.get(client) === 'I') throw notInTransaction(what);
+  return result;
+}
+
+// --- transaction locks ------------------------------------------------------------------
+
+// fencing.try_lock in the client's transaction: the token (BigInt), or null
+// when the name is held.  The lock ends with the transaction.
+async function tryLock(client, name) {
+  const { rows } = await inTransaction(client, 'tryLock()', 'SELECT fencing.try_lock($1) AS token',
+    [name], { lockHeld: true });
+  return bigint(rows[0].token);
+}
+
+// fencing.lock in the client's transaction: waits at most timeoutMs (null:
+// as long as it takes) and returns the token; BusyError when it passed.
+async function lock(client, name, { timeoutMs = null } = {}) {
+  const ms = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
+  const { rows } = await inTransaction(client, 'lock()', 'SELECT fencing.lock($1, $2) AS token',
+    [name, ms === null ? null : interval(ms)], { lockHeld: true });
+  if (rows[0].token === null) {
+    throw new BusyError(`fencing lock "${name}" stayed held for ${ms} ms`);
+  }
+  return bigint(rows[0].token);
+}
+
+// --- leases -----------------------------------------------------------------------------
+
+const ACQUIRE = 'SELECT fencing.acquire_lease($1, $2, $3, $4) AS token';
+const RENEW = 'SELECT fencing.renew_lease($1, $2, $3) AS expires_at';
+const RELEASE = 'SELECT fencing.release_lease($1, $2) AS released';
+const USE = 'SELECT fencing.use_lease($1, $2)';
+const SET_TOKEN = 'SELECT fencing.set_token($1)';
+const OWNED = 'SELECT EXISTS (SELECT 1 FROM fencing.leases' +
+  ' WHERE database = pg_catalog.current_database()' +
+  ' AND name = fencing.normalize_name($1) AND token = $2' +
+  ' AND expires_at > pg_catalog.clock_timestamp()) AS owned';
+
+function poolQuery(pool, text, values) {
+  return pool.query(text, values).catch((err) => rethrow(err));
+}
+
+// A lease on a name held by the server across COMMITs, ROLLBACKs and
+// reconnects, until released or until ttlMs passes without a renewal.  A
+// timer renews it every ttl/3 through the pool (never through the client
+// doing the work); when that fails with FN004, or cannot get through before
+// the lease may have expired, the lease is lost: `signal` aborts with a
+// LeaseLostError, 'lost' is emitted, and the next use() throws.
+class Lease extends EventEmitter {
+  constructor(pool, name, token, ttlMs, sentAt) {
+    super();
+    this.pool = pool;
+    this.name = name;
+    this.ttlMs = ttlMs;
+    this._token = token;
+    this._controller = new AbortController();
+    this._deadline = sentAt + ttlMs;
+    this._released = false;
+    this._renewTimer = null;
+    this._watchdog = null;
+    this.expiresAt = null;
+    this._armWatchdog();
+  }
+
+  // Take the lease: a Lease, or null when the name stayed held for
+  // timeoutMs (default 0: try once; null: as long as it takes).
+  static async acquire(pool, name, { ttlMs = 30000, timeoutMs = 0, holder, renew = true } = {}) {
+    if (!isPool(pool)) {
+      throw new TypeError('Lease.acquire() needs a pg Pool: the lease renews on a connection ' +
+        'of its own while your client does the work');
+    }
+    if (typeof name !== 'string') throw new TypeError('the lease name must be a string');
+    const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
+    if (ttl === null) throw new RangeError('ttlMs must be finite');
+    let remaining = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
+    const deadline = remaining === null ? null : Date.now() + remaining;
+    const who = holder !== undefined ? holder : `${os.hostname()} pid ${process.pid}`;
+    for (;;) {
+      const wait = remaining === null ? LONGEST_WAIT_MS : Math.min(remaining, LONGEST_WAIT_MS);
+      const sentAt = performance.now();
+      const { rows } = await poolQuery(pool, ACQUIRE, [name, interval(ttl), interval(wait), who]);
+      if (rows[0].token !== null) {
+        const lease = new Lease(pool, name, BigInt(rows[0].token), ttl, sentAt);
+        if (renew) lease._scheduleRenewal(ttl / 3);
+        return lease;
+      }
+      if (deadline !== null) {
+        remaining = deadline - Date.now();
+        if (remaining <= 0) return null;
+      }
+    }
+  }
+
+  // redlock's using(): acquire (BusyError when not granted), run
+  // fn(lease, signal), release.
+  static async using(pool, name, options, fn) {
+    const lease = await Lease.acquire(pool, name, options);
+    if (lease === null) throw new BusyError(`fencing lease "${name}" is held by another holder`);
+    let failed = false;
+    try {
+      return await fn(lease, lease.signal);
+    } catch (err) {
+      failed = true;
+      throw err;
+    } finally {
+      await lease.release().catch((err) => {
+        if (!failed) throw err;
+      });
+    }
+  }
+
+  // The fence token of this holding, a BigInt.
+  get token() {
+    return this._token;
+  }
+
+  // Aborted, with a LeaseLostError as its reason, when the lease is lost.
+  get signal() {
+    return this._controller.signal;
+  }
+
+  get lost() {
+    return this._controller.signal.aborted;
+  }
+
+  // The first statement of each batch transaction on client: checks that
+  // the lease is held with this token, renews it, raises the fence of the
+  // lease's name to the token and sets the transaction's fencing.token.
+  async use(client) {
+    this._checkUsable('use()');
+    requireClient(client, 'use()');
+    const sentAt = performance.now();
+    await this._work(client, USE);
+    this._renewed(sentAt, this.ttlMs);
+    return this._token;
+  }
+
+  // Only the transaction's fencing.token (fencing.set_token).
+  async bind(client) {
+    this._checkUsable('bind()');
+    requireClient(client, 'bind()');
+    await this._work(client, SET_TOKEN);
+    return this._token;
+  }
+
+  // One batch: BEGIN, use(), fn(client), COMMIT (ROLLBACK when fn throws);
+  // returns what fn returned.  Fencing's errors come out as pg-fencing
+  // errors; a StaleTokenError or LeaseLostError also loses the lease.
+  async transaction(client, fn) {
+    this._checkUsable('transaction()');
+    requireClient(client, 'transaction()');
+    await client.query('BEGIN');
+    try {
+      await this.use(client);
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      const mapped = translate(err) || err;
+      this._loseOn(mapped);
+      throw mapped;
+    }
+  }
+
+  // Renew now, for ttlMs (default: the lease's ttl); the new expiry (Date).
+  async renew({ ttlMs } = {}) {
+    const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
+    this._checkUsable('renew()');
+    const sentAt = performance.now();
+    let rows;
+    try {
+      ({ rows } = await poolQuery(this.pool, RENEW,
+        [this.name, this._token.toString(), ttl === null ? null : interval(ttl)]));
+    } catch (err) {
+      this._loseOn(err);
+      throw err;
+    }
+    this._renewed(sentAt, ttl === null ? this.ttlMs : ttl);
+    this.expiresAt = rows[0].expires_at;
+    return this.expiresAt;
+  }
+
+  // True when the server holds the lease with this token.
+  async owned() {
+    if (this._released || this.lost) return false;
+    const { rows } = await poolQuery(this.pool, OWNED, [this.name, this._token.toString()]);
+    return rows[0].owned;
+  }
+
+  // Free the lease.  LeaseLostError when the server no longer held it with
+  // this token (it expired or was broken: work after that may have been
+  // fenced out).
+  async release() {
+    if (this._released) throw new FencingError(`fencing lease "${this.name}" is already released`);
+    this._released = true;
+    this._stopTimers();
+    const { rows } = await poolQuery(this.pool, RELEASE, [this.name, this._token.toString()]);
+    if (!rows[0].released) {
+      throw new LeaseLostError(`fencing lease "${this.name}" was not held with token ${this._token} any more`);
+    }
+  }
+
+  async _work(client, text) {
+    try {
+      await client.query(text, text === USE ? [this.name, this._token.toString()] : [this._token.toString()]);
+    } catch (err) {
+      const mapped = translate(err);
+      if (!mapped) throw err;
+      this._loseOn(mapped);
+      throw mapped;
+    }
+  }
+
+  _checkUsable(what) {
+    if (this._released) throw new FencingError(`${what}: fencing lease "${this.name}" is released`);
+    if (!this.lost && performance.now() >= this._deadline) this._lose(this._notRenewed());
+    if (this.lost) {
+      const reason = this.signal.reason;
+      throw new LeaseLostError(reason.message, { cause: reason });
+    }
+  }
+
+  _notRenewed() {
+    return new LeaseLostError(`fencing lease "${this.name}" was not renewed within its ttl of ` +
+      `${this.ttlMs} ms: it may have expired`);
+  }
+
+  _renewed(sentAt, ttl) {
+    if (this.lost) return;
+    this._deadline = Math.max(this._deadline, sentAt + ttl);
+    this._armWatchdog();
+  }
+
+  _scheduleRenewal(delay) {
+    this._renewTimer = setTimeout(() => this._renewOnce(), delay);
+    this._renewTimer.unref();
+  }
+
+  async _renewOnce() {
+    this._renewTimer = null;
+    if (this._released || this.lost) return;
+    const every = this.ttlMs / 3;
+    const sentAt = performance.now();
+    try {
+      const { rows } = await poolQuery(this.pool, RENEW, [this.name, this._token.toString(), null]);
+      this.expiresAt = rows[0].expires_at;
+      this._renewed(sentAt, this.ttlMs);
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this._lose(err);
+        return;
+      }
+      if (performance.now() >= this._deadline) {
+        this._lose(this._notRenewed());
+        return;
+      }
+      this.emit('renewalError', err);
+      if (!this._released) this._scheduleRenewal(Math.min(every, RETRY_MS));
+      return;
+    }
+    if (!this._released && !this.lost) this._scheduleRenewal(every);
+  }
+
+  // Lose the lease at its deadline even if a renewal is stuck.
+  _armWatchdog() {
+    if (this._watchdog !== null) clearTimeout(this._watchdog);
+    const delay = Math.max(0, this._deadline - performance.now());
+    this._watchdog = setTimeout(() => {
+      this._watchdog = null;
+      if (!this._released && performance.now() >= this._deadline) this._lose(this._notRenewed());
+    }, delay);
+    this._watchdog.unref();
+  }
+
+  _loseOn(err) {
+    if (err instanceof LeaseLostError) {
+      this._lose(err);
+    } else if (err instanceof StaleTokenError) {
+      this._lose(new LeaseLostError(`fencing lease "${this.name}": a newer holder fenced this one out ` +
+        `(${err.message})`, { cause: err }));
+    }
+  }
+
+  _lose(reason) {
+    if (this.lost) return;
+    this._stopTimers();
+    this._controller.abort(reason);
+    this.emit('lost', reason);
+  }
+
+  _stopTimers() {
+    if (this._renewTimer !== null) clearTimeout(this._renewTimer);
+    if (this._watchdog !== null) clearTimeout(this._watchdog);
+    this._renewTimer = null;
+    this._watchdog = null;
+  }
+}
+
+// `await using lease = await Lease.acquire(...)` releases at the end of the
+// block, where the Node version has explicit resource management.
+const asyncDispose = Symbol.asyncDispose || Symbol.for('nodejs.asyncDispose');
+Lease.prototype[asyncDispose] = async function dispose() {
+  if (!this._released) await this.release();
+};
+
+module.exports = {
+  Lease,
+  tryLock,
+  lock,
+  translate,
+  FencingError,
+  BusyError,
+  LeaseLostError,
+  StaleTokenError,
+  NameCollisionError,
+  NotPreloadedError,
+  NotInTransactionError,
+};

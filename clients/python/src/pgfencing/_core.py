@@ -1,0 +1,329 @@
+# Copyright (c) 2026, the fencing developers
+"""What the blocking and the asyncio clients share: the SQL they send, the
+checks of their arguments and connections, and the lease's bookkeeping,
+none of which does I/O."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any, Callable, List, Optional, Tuple
+
+import psycopg
+from psycopg import pq
+
+from .errors import FencingError, LeaseLost, NotInTransaction, StaleToken
+
+logger = logging.getLogger("pgfencing")
+
+# Every statement is sent with prepare=False: PgBouncer in transaction
+# pooling mode hands each transaction another server connection, on which
+# a statement that psycopg prepared on the first one does not exist.
+ACQUIRE = "SELECT fencing.acquire_lease(%s, %s, %s, %s)"
+RENEW = "SELECT fencing.renew_lease(%s, %s, %s)"
+RELEASE = "SELECT fencing.release_lease(%s, %s)"
+USE = "SELECT fencing.use_lease(%s, %s)"
+SET_TOKEN = "SELECT fencing.set_token(%s)"
+TRY_LOCK = "SELECT fencing.try_lock(%s)"
+LOCK = "SELECT fencing.lock(%s, %s)"
+OWNED = (
+    "SELECT EXISTS (SELECT 1 FROM fencing.leases"
+    " WHERE database = pg_catalog.current_database()"
+    " AND name = fencing.normalize_name(%s) AND token = %s"
+    " AND expires_at > pg_catalog.clock_timestamp())"
+)
+LOCKED = (
+    "SELECT EXISTS (SELECT 1 FROM fencing.leases"
+    " WHERE database = pg_catalog.current_database()"
+    " AND name = fencing.normalize_name(%s)"
+    " AND expires_at > pg_catalog.clock_timestamp())"
+)
+
+# acquire_lease waits at most this long per call (its cap, INT_MAX ms);
+# waiting without a limit repeats the call.
+LONGEST_WAIT = datetime.timedelta(milliseconds=2**31 - 1)
+
+# How often a renewal that failed for a reason other than FN004 (a lost
+# connection, an exhausted pool) is tried again, at most, before the lease
+# may have expired.
+RETRY_SECONDS = 0.5
+
+
+def default_holder() -> str:
+    """What fencing.leases shows as the holder when none is given."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def seconds(value: Optional[float], what: str, *, positive: bool) -> Optional[float]:
+    """A duration argument in seconds, checked: a number, positive or at
+    least zero."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if positive and value <= 0:
+        raise ValueError(f"{what} must be positive")
+    if value < 0:
+        raise ValueError(f"{what} must not be negative")
+    return float(value)
+
+
+def interval(value: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=value)
+
+
+def wait_interval(blocking: bool, timeout: Optional[float]) -> datetime.timedelta:
+    """acquire_lease's timeout argument for one call: zero tries once."""
+    if not blocking:
+        return datetime.timedelta(0)
+    if timeout is None:
+        return LONGEST_WAIT
+    return min(interval(timeout), LONGEST_WAIT)
+
+
+def check_pool_free(conn: Any, what: str) -> None:
+    """Refuse a pool where one connection is needed: each checkout may be
+    another server session."""
+    if hasattr(conn, "getconn") and hasattr(conn, "putconn"):
+        raise TypeError(
+            f"{what} needs a connection, not a pool: take one with "
+            "'with pool.connection() as conn:' and pass conn"
+        )
+
+
+def require_transaction(conn: Any, what: str) -> None:
+    """Refuse an autocommit connection outside a transaction block: there
+    the statement is its own transaction, and the lock, the fence and
+    fencing.token would end with it."""
+    check_pool_free(conn, what)
+    if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        raise NotInTransaction(
+            f"{what} needs a transaction: this connection is in autocommit mode "
+            "and outside a transaction block; use 'with conn.transaction():' "
+            "or a connection without autocommit"
+        )
+
+
+def require_idle(conn: Any, what: str) -> None:
+    """Refuse a connection already in a transaction: the block would become
+    a savepoint of it instead of a batch of its own."""
+    check_pool_free(conn, what)
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        raise FencingError(
+            f"{what} starts a transaction of its own, and this connection is "
+            "already in one: commit or roll it back first"
+        )
+
+
+def renewal_conninfo(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:
+    """The parameters of a second connection to the server of conn, for the
+    renewals (info.dsn leaves the password out)."""
+    info = conn.info
+    password = info.password
+    if password:
+        return psycopg.conninfo.make_conninfo(info.dsn, password=password)
+    return info.dsn
+
+
+def classify(source: Any, conn_class: type, what: str) -> Tuple[Any, Any, Optional[str]]:
+    """(pool, connection, conninfo) of a lease's source: a pool, a
+    connection (the conninfo is then for the renewals' own connection), or
+    a conninfo string."""
+    if isinstance(source, str):
+        return None, None, source
+    if isinstance(source, conn_class):
+        return None, source, renewal_conninfo(source)
+    if hasattr(source, "connection") and hasattr(source, "getconn"):
+        return source, None, None
+    raise TypeError(f"{what}, not {type(source).__name__}")
+
+
+def connect_kwargs() -> dict[str, Any]:
+    """The connections a lease opens itself: autocommit (each call is one
+    transaction) and nothing prepared (PgBouncer)."""
+    return {"autocommit": True, "prepare_threshold": None}
+
+
+class LeaseState:
+    """A lease's token and deadline, shared by the caller's thread and the
+    renewal.
+
+    The deadline is when the lease has surely expired on the server
+    without a renewal: the local time a successful renewal was sent, plus
+    the ttl (the server's expiry is at or after it).
+    """
+
+    def __init__(self, name: str, ttl: float) -> None:
+        self.name = name
+        self.ttl = ttl
+        self.token: Optional[int] = None
+        self.expires_at: Optional[datetime.datetime] = None
+        self.deadline = 0.0
+        self.lost_reason: Optional[LeaseLost] = None
+        self.callbacks: List[Callable[[Any], None]] = []
+        self.mutex = threading.Lock()
+
+    def granted(self, token: int, sent: float) -> None:
+        with self.mutex:
+            self.token = token
+            self.deadline = sent + self.ttl
+            self.lost_reason = None
+
+    def renewed(self, sent: float, ttl: float, expires_at: Optional[datetime.datetime]) -> None:
+        with self.mutex:
+            if self.lost_reason is None:
+                self.deadline = max(self.deadline, sent + ttl)
+                if expires_at is not None:
+                    self.expires_at = expires_at
+
+    def overdue(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def lose(self, reason: LeaseLost) -> bool:
+        """Record the loss; True the first time only."""
+        with self.mutex:
+            if self.lost_reason is not None:
+                return False
+            self.lost_reason = reason
+            return True
+
+    def not_renewed(self) -> LeaseLost:
+        return LeaseLost(
+            f'fencing lease "{self.name}" was not renewed within its ttl '
+            f"of {self.ttl:g} s: it may have expired"
+        )
+
+    def check_usable(self, what: str, lose: Callable[[LeaseLost], None]) -> int:
+        """The token, or why the lease may not be used; a lease past its
+        deadline is lost through ``lose`` (the handle's own, which also
+        tells its callbacks)."""
+        if self.token is None:
+            raise FencingError(f'{what}: lease "{self.name}" is not acquired')
+        if self.lost_reason is None and self.overdue():
+            lose(self.not_renewed())
+        if self.lost_reason is not None:
+            raise LeaseLost(str(self.lost_reason)) from self.lost_reason
+        return self.token
+
+    def params_acquire(self, wait: datetime.timedelta, holder: str) -> Tuple[Any, ...]:
+        return (self.name, interval(self.ttl), wait, holder)
+
+
+def stale_lost(name: str, err: FencingError) -> LeaseLost:
+    """The loss a StaleToken means: a newer holder passed this one."""
+    lost = LeaseLost(f'fencing lease "{name}": a newer holder fenced this one out ({err})')
+    lost.__cause__ = err
+    return lost
+
+
+def call_back(callback: Callable[[Any], None], lease: Any) -> None:
+    try:
+        callback(lease)
+    except Exception:
+        logger.exception("an on_lost callback of fencing lease %r failed", lease.name)
+
+
+class LeaseBase:
+    """What the blocking and the asyncio Lease share: their arguments, the
+    token, and what losing the lease does.  ``lost`` is the subclass's
+    Event (threading or asyncio)."""
+
+    lost: Any
+
+    def __init__(self, name: str, ttl: float, holder: Optional[str], timeout: Optional[float],
+                 renew: bool, on_lost: Optional[Callable[[Any], None]],
+                 raise_on_release_error: bool) -> None:
+        if not isinstance(name, str):
+            raise TypeError("the lease name must be a str")
+        self.name = name
+        self.ttl = seconds(ttl, "ttl", positive=True) or 0.0
+        self.timeout = seconds(timeout, "timeout", positive=False)
+        self.holder = holder if holder is not None else default_holder()
+        self.renewal = renew
+        self.raise_on_release_error = raise_on_release_error
+        self._state = LeaseState(name, self.ttl)
+        if on_lost is not None:
+            self._state.callbacks.append(on_lost)
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__module__}.{type(self).__name__} {self.name!r} "
+                f"token={self.token} lost={self.lost.is_set()}>")
+
+    @property
+    def token(self) -> Optional[int]:
+        """The fence token of this holding (an int), None before acquire()
+        and after release()."""
+        return self._state.token
+
+    @property
+    def expires_at(self) -> Any:
+        """The server's expiry after the last renewal this handle made."""
+        return self._state.expires_at
+
+    def on_lost(self, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(lease)`` when the lease is lost (at once if it
+        already is)."""
+        self._state.callbacks.append(callback)
+        if self.lost.is_set():
+            call_back(callback, self)
+
+    def _busy(self) -> FencingError:
+        from .errors import Busy
+
+        return Busy(f'fencing lease "{self.name}" is held by another holder')
+
+    def _not_acquired(self) -> FencingError:
+        return FencingError(f'fencing lease "{self.name}" is not acquired')
+
+    def _already_acquired(self) -> None:
+        if self._state.token is not None:
+            raise FencingError(f'fencing lease "{self.name}" is already acquired by this handle')
+
+    def _not_released(self, token: int) -> LeaseLost:
+        return LeaseLost(f'fencing lease "{self.name}" was not held with token {token} any more')
+
+    def _raise_at_exit(self, exc: Optional[BaseException]) -> bool:
+        """At the end of a with block whose release found the lease gone:
+        raise that, unless the block is raising already (or the caller
+        asked for a warning only)."""
+        if exc is None and self.raise_on_release_error:
+            return True
+        logger.warning('fencing lease "%s" was no longer held at release', self.name)
+        return False
+
+    def _lose_on(self, err: FencingError) -> None:
+        if isinstance(err, LeaseLost):
+            self._lose(err)
+        elif isinstance(err, StaleToken):
+            self._lose(stale_lost(self.name, err))
+
+    def _renewal_failed(self, exc: Exception, interval: float) -> Optional[float]:
+        """After a renewal failed for a reason other than FN004: the pause
+        before trying again, or None when the lease may have expired."""
+        if self._state.overdue():
+            self._lose(self._state.not_renewed())
+            return None
+        logger.warning('fencing lease "%s": renewal failed, trying again: %s', self.name, exc)
+        return min(interval, RETRY_SECONDS)
+
+    def _deadline_passed(self) -> None:
+        if self._state.token is not None and self._state.overdue():
+            self._lose(self._state.not_renewed())
+
+    def _stopping(self) -> None:
+        """What the subclass stops when the lease is lost."""
+
+    def _lose(self, reason: LeaseLost) -> None:
+        if not self._state.lose(reason):
+            return
+        self._stopping()
+        self.lost.set()
+        logger.warning("%s", reason)
+        for callback in list(self._state.callbacks):
+            call_back(callback, self)

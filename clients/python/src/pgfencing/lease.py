@@ -1,0 +1,337 @@
+# Copyright (c) 2026, the fencing developers
+"""The blocking client: Lease, a lease held by the server across
+transactions and connections, renewed from a thread of its own; and the
+transaction locks try_lock and lock."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from types import TracebackType
+from typing import Any, Callable, Iterator, Optional, Type, Union
+
+import psycopg
+from psycopg import pq
+
+from . import _core
+from .errors import Busy, LeaseLost, StaleToken, translate, translated
+
+logger = logging.getLogger("pgfencing")
+
+Source = Union[str, psycopg.Connection[Any], Any]
+
+
+class _Connections:
+    """Where a lease's statements go.
+
+    A pool (psycopg_pool.ConnectionPool): every call takes a connection
+    for itself.  A conninfo string: one connection the lease opens.  A
+    connection: acquire and release on it, renewals on a second one the
+    lease opens with the same parameters.  The renewals never use the
+    caller's connection, which may be busy with the work.
+    """
+
+    def __init__(self, source: Source) -> None:
+        self.pool, self.conn, self.conninfo = _core.classify(
+            source, psycopg.Connection, "a lease needs a psycopg Connection, a ConnectionPool or a conninfo string")
+        self.own = None
+        self.own_mutex = threading.Lock()
+
+    def call(self, query: str, params: tuple[Any, ...], *, renewal: bool = False,
+             timeout: Optional[float] = None) -> Any:
+        """The one value of a statement, committed at once."""
+        if self.pool is not None:
+            with self.pool.connection(timeout=timeout) as conn:
+                return _one(conn, query, params)
+        if self.conn is not None and not renewal:
+            return _one(self.conn, query, params)
+        with self.own_mutex:
+            if self.own is None or self.own.closed:
+                self.own = psycopg.Connection.connect(self.conninfo or "", **_core.connect_kwargs())
+            try:
+                return _one(self.own, query, params)
+            except psycopg.OperationalError:
+                if self.own.broken:
+                    self.own.close()
+                    self.own = None
+                raise
+
+    def close(self) -> None:
+        with self.own_mutex:
+            if self.own is not None:
+                self.own.close()
+                self.own = None
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> Any:
+    """Run one statement and return its one value.  On an idle connection
+    without autocommit it gets a transaction of its own, committed at once;
+    in the caller's open transaction it simply runs (a lease call takes
+    effect at once whatever that transaction does)."""
+    if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        with conn.transaction():
+            row = conn.execute(query, params, prepare=False).fetchone()
+    else:
+        row = conn.execute(query, params, prepare=False).fetchone()
+    return row[0] if row else None
+
+
+class Lease(_core.LeaseBase):
+    """A lease on ``name`` held by the server, across COMMITs, ROLLBACKs and
+    reconnects, until released or until ``ttl`` seconds pass without a
+    renewal; its ``token`` fences the work.
+
+    ``with Lease(pool, name) as lease:`` acquires, waiting at most
+    ``timeout`` seconds (default 0: try once), raises Busy when not
+    granted, and releases on exit.  Or, as redis-py's Lock:
+    ``acquire(blocking=True, timeout=None)``, ``release()``,
+    ``renew(ttl=None)``, ``owned()``, ``locked()``.
+
+    While held, a thread renews it every ttl/3 on a connection of its own.
+    When renewal fails with FN004, or cannot get through before the lease
+    may have expired, it stops, sets ``lost`` (a threading.Event) and calls
+    the ``on_lost`` callbacks; the next ``use()`` raises LeaseLost.
+    """
+
+    def __init__(
+        self,
+        conn_or_pool: Source,
+        name: str,
+        ttl: float = 30,
+        holder: Optional[str] = None,
+        timeout: Optional[float] = 0,
+        *,
+        renew: bool = True,
+        on_lost: Optional[Callable[["Lease"], None]] = None,
+        raise_on_release_error: bool = True,
+    ) -> None:
+        super().__init__(name, ttl, holder, timeout, renew, on_lost, raise_on_release_error)
+        self.lost = threading.Event()
+        self._connections = _Connections(conn_or_pool)
+        self._stop = threading.Event()
+        self._renewer: Optional[threading.Thread] = None
+        self._watchdog: Optional[threading.Timer] = None
+
+    # --- acquire and release ------------------------------------------------
+
+    def __enter__(self) -> "Lease":
+        if self.acquire(blocking=True, timeout=self.timeout):
+            return self
+        raise self._busy()
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        try:
+            self.release()
+        except LeaseLost:
+            if self._raise_at_exit(exc):
+                raise
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Take the lease: True when granted, False when the name stayed held
+        for ``timeout`` seconds (None: wait as long as it takes; with
+        ``blocking=False``, try once)."""
+        timeout = _core.seconds(timeout, "timeout", positive=False)
+        self._already_acquired()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        remaining = timeout
+        while True:
+            wait = _core.wait_interval(blocking, remaining)
+            sent = time.monotonic()
+            with translated():
+                token = self._connections.call(_core.ACQUIRE, self._state.params_acquire(wait, self.holder))
+            if token is not None:
+                self._granted(token, sent)
+                return True
+            if not blocking:
+                return False
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+
+    def release(self) -> None:
+        """Free the lease.  Raises LeaseLost when the server no longer held it
+        with this token (it expired or was broken: work after that may have
+        been fenced out), as redis-py raises LockNotOwnedError."""
+        token = self._state.token
+        if token is None:
+            raise self._not_acquired()
+        self._stop_renewal()
+        self._state.token = None
+        try:
+            with translated():
+                released = self._connections.call(_core.RELEASE, (self.name, token))
+        finally:
+            self._connections.close()
+        if not released:
+            raise self._not_released(token)
+
+    def renew(self, ttl: Optional[float] = None) -> Any:
+        """Renew now, for ``ttl`` seconds (default: the lease's ttl); returns
+        the new expiry.  LeaseLost when it is not held any more."""
+        span = _core.seconds(ttl, "ttl", positive=True)
+        token = self._state.check_usable("renew()", self._lose)
+        sent = time.monotonic()
+        try:
+            with translated():
+                expires = self._connections.call(
+                    _core.RENEW, (self.name, token, None if span is None else _core.interval(span)),
+                    renewal=True)
+        except LeaseLost as lost:
+            self._lose(lost)
+            raise
+        self._state.renewed(sent, span or self.ttl, expires)
+        self._arm_watchdog()
+        return expires
+
+    def owned(self) -> bool:
+        """True when the server holds the lease with this handle's token."""
+        token = self._state.token
+        if token is None or self.lost.is_set():
+            return False
+        with translated():
+            return bool(self._connections.call(_core.OWNED, (self.name, token), renewal=True))
+
+    def locked(self) -> bool:
+        """True when anybody holds a lease on the name."""
+        with translated():
+            return bool(self._connections.call(_core.LOCKED, (self.name,), renewal=True))
+
+    # --- the work ---------------------------------------------------------------
+
+    def use(self, conn: psycopg.Connection[Any]) -> int:
+        """The first statement of each batch transaction on ``conn``: checks
+        that the lease is held with this token, renews it, raises the fence
+        of the lease's name to the token and sets the transaction's
+        fencing.token.  Raises LeaseLost when the lease is gone, and
+        NotInTransaction on an autocommit connection outside a transaction
+        block.  Returns the token."""
+        token = self._state.check_usable("use()", self._lose)
+        _core.require_transaction(conn, "use()")
+        sent = time.monotonic()
+        self._execute(conn, _core.USE, (self.name, token))
+        self._state.renewed(sent, self.ttl, None)
+        return token
+
+    def bind(self, conn: psycopg.Connection[Any]) -> int:
+        """Set only the transaction's fencing.token to the token
+        (fencing.set_token), without use()'s check, renewal and fence."""
+        token = self._state.check_usable("bind()", self._lose)
+        _core.require_transaction(conn, "bind()")
+        self._execute(conn, _core.SET_TOKEN, (token,))
+        return token
+
+    @contextlib.contextmanager
+    def transaction(self, conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+        """One batch: a transaction on ``conn`` that starts with use() and
+        commits at the end of the block (rolls back on an exception).
+        Fencing's errors inside it are raised as pgfencing exceptions; a
+        StaleToken or LeaseLost also marks the lease lost."""
+        _core.require_idle(conn, "transaction()")
+        try:
+            with translated(), conn.transaction():
+                self.use(conn)
+                yield conn
+        except (StaleToken, LeaseLost) as err:
+            self._lose_on(err)
+            raise
+
+    def _execute(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> None:
+        try:
+            conn.execute(query, params, prepare=False)
+        except psycopg.Error as exc:
+            mapped = translate(exc)
+            if mapped is None:
+                raise
+            self._lose_on(mapped)
+            raise mapped from exc
+
+    # --- renewal ------------------------------------------------------------------
+
+    def _granted(self, token: int, sent: float) -> None:
+        self._state.granted(token, sent)
+        self.lost.clear()
+        self._stop.clear()
+        self._arm_watchdog()
+        if self.renewal:
+            self._renewer = threading.Thread(
+                target=self._renew_loop, name=f"pgfencing renewal of {self.name}", daemon=True)
+            self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        interval = self.ttl / 3
+        pause = interval
+        while not self._stop.wait(pause):
+            token = self._state.token
+            if token is None or self.lost.is_set():
+                return
+            sent = time.monotonic()
+            try:
+                with translated():
+                    expires = self._connections.call(
+                        _core.RENEW, (self.name, token, None), renewal=True, timeout=interval)
+            except LeaseLost as lost:
+                self._lose(lost)
+                return
+            except Exception as exc:  # a lost connection, an exhausted pool
+                retry = self._renewal_failed(exc, interval)
+                if retry is None:
+                    return
+                pause = retry
+                continue
+            self._state.renewed(sent, self.ttl, expires)
+            self._arm_watchdog()
+            pause = interval
+
+    def _arm_watchdog(self) -> None:
+        """Mark the lease lost at its deadline even if the renewal is stuck
+        (a network that swallows packets)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        delay = max(0.0, self._state.deadline - time.monotonic())
+        self._watchdog = threading.Timer(delay, self._deadline_passed)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _stopping(self) -> None:
+        self._stop.set()
+
+    def _stop_renewal(self) -> None:
+        self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None and renewer is not threading.current_thread():
+            renewer.join(timeout=self.ttl)
+
+
+# --- transaction locks -----------------------------------------------------------
+
+
+def try_lock(conn: psycopg.Connection[Any], name: str) -> Optional[int]:
+    """fencing.try_lock in the transaction of ``conn``: the token, or None
+    when the name is held.  The lock ends with the transaction.  Refuses an
+    autocommit connection outside a transaction block, and a pool."""
+    _core.require_transaction(conn, "try_lock()")
+    with translated(lock_held=True):
+        row = conn.execute(_core.TRY_LOCK, (name,), prepare=False).fetchone()
+    return row[0] if row else None
+
+
+def lock(conn: psycopg.Connection[Any], name: str, timeout: Optional[float] = None) -> int:
+    """fencing.lock in the transaction of ``conn``: waits at most ``timeout``
+    seconds (None: as long as it takes) and returns the token; Busy when
+    the timeout passed."""
+    timeout = _core.seconds(timeout, "timeout", positive=False)
+    _core.require_transaction(conn, "lock()")
+    with translated(lock_held=True):
+        row = conn.execute(
+            _core.LOCK, (name, None if timeout is None else _core.interval(timeout)),
+            prepare=False).fetchone()
+    if row is None or row[0] is None:
+        raise Busy(f'fencing lock "{name}" stayed held for the timeout of {timeout} s')
+    return int(row[0])

@@ -1,0 +1,87 @@
+# Copyright (c) 2026, the fencing developers
+#
+# The renewal from the background: it keeps a lease while the work
+# connection is busy for longer than the ttl (and, without it, the lease is
+# lost), it survives losing its own connection, and it stops, sets lost and
+# calls on_lost when the lease is broken.
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+import pgfencing
+from conftest import conninfo, unique, wait_for
+
+TTL = 2.5
+BUSY = 5.5  # over two ttls
+
+
+def busy_batch(lease, conn, ledger):
+    with lease.transaction(conn):
+        conn.execute("SELECT pg_sleep(%s)", (BUSY,))
+        conn.execute(f"UPDATE {ledger} SET amount = amount + 1 WHERE id = 1")
+
+
+def test_renewal_keeps_the_lease_while_the_work_connection_is_busy(ledger, admin):
+    name = unique("busy")
+    with pgfencing.Lease(conninfo(), name, ttl=TTL) as lease, psycopg.connect(conninfo()) as conn:
+        busy_batch(lease, conn, ledger)
+        assert not lease.lost.is_set()
+        renewed = admin.execute(
+            "SELECT renewed_at - acquired_at FROM fencing.leases WHERE name = %s AND token = %s",
+            (name, lease.token)).fetchone()
+        assert renewed is not None and renewed[0].total_seconds() > BUSY - TTL
+        # the next batch goes ahead
+        with lease.transaction(conn):
+            conn.execute(f"UPDATE {ledger} SET amount = amount + 1 WHERE id = 1")
+        assert lease.owned()
+    assert admin.execute(f"SELECT amount FROM {ledger} WHERE id = 1").fetchone() == (2,)
+
+
+def test_without_renewal_the_busy_holder_loses_its_lease(ledger):
+    name = unique("unrenewed")
+    lease = pgfencing.Lease(conninfo(), name, ttl=TTL, renew=False, raise_on_release_error=False)
+    with lease, psycopg.connect(conninfo()) as conn:
+        busy_batch(lease, conn, ledger)
+        with pytest.raises(pgfencing.LeaseLost):
+            with lease.transaction(conn):
+                conn.execute(f"UPDATE {ledger} SET amount = amount + 1 WHERE id = 1")
+        assert lease.lost.is_set()
+
+
+def test_renewal_survives_losing_its_connection(admin):
+    name = unique("reconnect")
+    ttl = 3
+    with pgfencing.Lease(conninfo(application_name="renewer"), name, ttl=ttl) as lease:
+        pids = wait_for(lambda: admin.execute(
+            "SELECT array_agg(pid) FROM pg_stat_activity WHERE application_name = 'renewer'"
+            " AND pid <> pg_backend_pid()").fetchone()[0], 10, "the renewal's connection")
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        time.sleep(2 * ttl)
+        assert not lease.lost.is_set()
+        assert lease.owned()
+
+
+def test_a_broken_lease_is_lost_and_calls_on_lost(admin):
+    name = unique("break")
+    called = threading.Event()
+    seen = []
+
+    def on_lost(lease):
+        seen.append(lease)
+        called.set()
+
+    lease = pgfencing.Lease(conninfo(), name, ttl=TTL, on_lost=on_lost, raise_on_release_error=False)
+    with lease, psycopg.connect(conninfo()) as conn:
+        admin.execute("SELECT fencing.break_lease(%s)", (name,))
+        assert lease.lost.wait(3 * TTL), "the renewal did not notice the break"
+        assert called.wait(1) and seen == [lease]
+        late = []
+        lease.on_lost(late.append)
+        assert late == [lease]
+        with pytest.raises(pgfencing.LeaseLost):
+            lease.use(conn)
+        conn.rollback()

@@ -1,0 +1,228 @@
+#!/bin/bash
+#
+# test/clients/run.sh -- the client suite: pgfencing (clients/python) and
+# pg-fencing (clients/node), installed as users install them, tested
+# against a server and a PgBouncer this script starts.
+#
+#   test/clients/run.sh WORKDIR [FILE...]
+#
+#   clients/python/tests/test_*.py   pytest, with pgfencing installed by
+#                                    "pip install ./clients/python" into a
+#                                    venv over Debian's python3-psycopg,
+#                                    python3-psycopg-pool (no index, no
+#                                    build isolation: nothing downloaded)
+#   clients/node/test/*.test.js      node --test, in a copy of clients/node
+#                                    after "npm ci" (pg at the version its
+#                                    package-lock.json pins)
+#   the READMEs' code blocks         run by test_readme.py and
+#                                    readme.test.js, the Node ones in an
+#                                    application (test/clients/app: pg and
+#                                    pg-fencing from ../node, as
+#                                    "npm install pg ./clients/node" writes
+#                                    it, installed with "npm ci")
+#
+# npm installs pg from the npm registry, or only from the npm cache that
+# FENCING_NPM_CACHE names (npm's --offline).
+#
+# WORKDIR (new or empty) receives the server's data directory, its socket
+# and log, PgBouncer's, the venv and the node modules.  FILE names test
+# files to run (default: all).  Run it as the user who owns the servers
+# (test/run_all.sh runs it as postgres); the PostgreSQL on PATH or named by
+# PG_CONFIG / PG_MAJOR is tested, with fencing installed.
+#
+# Output: what pytest and node print, then one TAP line per test, which
+# test/lib/suites.sh counts.  Exit status 0 when every test passed.
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=test/lib/common.sh
+. "$ROOT/test/lib/common.sh"
+
+WORK=${1:?usage: test/clients/run.sh WORKDIR [FILE...]}
+shift
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+PYDIR=$ROOT/clients/python
+NODEDIR=$ROOT/clients/node
+# npm's cache: FENCING_NPM_CACHE names one filled before, which npm then
+# uses alone (a machine that reaches the registry only through another);
+# else one of this run's own, filled from the registry.
+if [ -n "${FENCING_NPM_CACHE:-}" ]; then
+	NPM_CACHE=$FENCING_NPM_CACHE
+	NPM_SOURCE=--offline
+else
+	NPM_CACHE=$WORK/npm-cache
+	NPM_SOURCE=--prefer-offline
+fi
+
+PY_FILES=()
+JS_FILES=()
+for f in "$@"; do
+	case $f in
+	*.py) PY_FILES+=("$ROOT/${f#"$ROOT"/}") ;;
+	*.js) JS_FILES+=("${f##*/}") ;;
+	esac
+done
+if [ $# -eq 0 ]; then
+	PY_FILES=("$PYDIR/tests")
+	for f in "$NODEDIR"/test/*.test.js; do
+		JS_FILES+=("${f##*/}")
+	done
+fi
+
+export PATH="$PG_BINDIR:$PATH"
+PORT=$(free_port)
+BOUNCER_PORT=$(free_port)
+while [ "$BOUNCER_PORT" = "$PORT" ]; do
+	BOUNCER_PORT=$(free_port)
+done
+DB=clients
+SERVER_UP=0
+BOUNCER_PID=
+
+stop_all()
+{
+	if [ -n "$BOUNCER_PID" ]; then
+		kill -INT "$BOUNCER_PID" 2>/dev/null || true
+		wait "$BOUNCER_PID" 2>/dev/null || true
+	fi
+	if [ "$SERVER_UP" = 1 ]; then
+		pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
+	fi
+}
+trap stop_all EXIT
+
+# A TAP line for a setup step that failed, and stop: no test can run.
+setup_failed()
+{
+	echo "not ok 1 - client suite setup: $1"
+	[ -z "${2:-}" ] || tail -n 40 "$2" || true
+	exit 1
+}
+
+# --- the server and PgBouncer (transaction pooling) ---------------------------
+
+initdb -D "$WORK/data" -A trust -E UTF8 --no-instructions >"$WORK/initdb.log" 2>&1 ||
+	setup_failed "initdb" "$WORK/initdb.log"
+cat >>"$WORK/data/postgresql.conf" <<EOF
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$WORK'
+fsync = off
+max_connections = 120
+log_line_prefix = '%m [%p] %q%a '
+include '$ROOT/test/regress.conf'
+EOF
+pg_ctl -D "$WORK/data" -l "$WORK/server.log" -w -t 60 start >/dev/null 2>&1 ||
+	setup_failed "the server did not start" "$WORK/server.log"
+SERVER_UP=1
+{ psql -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -d postgres -c "CREATE DATABASE $DB" &&
+	psql -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$PORT" -d "$DB" -c "CREATE EXTENSION fencing"; } \
+	>"$WORK/setup.log" 2>&1 || setup_failed "CREATE EXTENSION fencing" "$WORK/setup.log"
+
+USER_NAME=$(id -un)
+cat >"$WORK/pgbouncer.ini" <<EOF
+[databases]
+$DB = host=$WORK port=$PORT dbname=$DB user=$USER_NAME pool_size=20
+
+[pgbouncer]
+listen_addr =
+listen_port = $BOUNCER_PORT
+unix_socket_dir = $WORK
+auth_type = any
+pool_mode = transaction
+max_client_conn = 200
+logfile = $WORK/pgbouncer.log
+pidfile = $WORK/pgbouncer.pid
+ignore_startup_parameters = extra_float_digits
+EOF
+/usr/sbin/pgbouncer "$WORK/pgbouncer.ini" >"$WORK/pgbouncer.out" 2>&1 &
+BOUNCER_PID=$!
+for _ in $(seq 1 100); do
+	psql -X -q -h "$WORK" -p "$BOUNCER_PORT" -d "$DB" -c 'SELECT 1' >/dev/null 2>&1 && break
+	kill -0 "$BOUNCER_PID" 2>/dev/null || setup_failed "pgbouncer exited" "$WORK/pgbouncer.out"
+	sleep 0.1
+done
+psql -X -q -h "$WORK" -p "$BOUNCER_PORT" -d "$DB" -c 'SELECT 1' >/dev/null 2>&1 ||
+	setup_failed "pgbouncer does not accept connections" "$WORK/pgbouncer.log"
+
+# --- the clients, installed as a user installs them ------------------------------
+
+# pip builds in the source directory: give it a copy.
+if [ ${#PY_FILES[@]} -gt 0 ]; then
+	cp -r "$PYDIR" "$WORK/python-src"
+	{ /usr/bin/python3 -m venv --system-site-packages --without-pip "$WORK/venv" &&
+		/usr/bin/python3 -m pip --python "$WORK/venv/bin/python" install --no-index \
+			--no-build-isolation --no-cache-dir "$WORK/python-src"; } \
+		>"$WORK/pip.log" 2>&1 || setup_failed "pip install ./clients/python" "$WORK/pip.log"
+fi
+if [ ${#JS_FILES[@]} -gt 0 ]; then
+	cp -r "$NODEDIR" "$WORK/node"
+	rm -rf "$WORK/node/node_modules"
+	cp -r "$HERE/app" "$WORK/app"
+	{ (cd "$WORK/node" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE") &&
+		(cd "$WORK/app" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE"); } \
+		>"$WORK/npm.log" 2>&1 || setup_failed "npm ci / npm install ./clients/node" "$WORK/npm.log"
+fi
+
+# --- the tests ---------------------------------------------------------------------
+
+export PGHOST=$WORK PGPORT=$PORT PGDATABASE=$DB
+export FENCING_BOUNCER_PORT=$BOUNCER_PORT
+export FENCING_README_APP=$WORK/app
+export PYTHONDONTWRITEBYTECODE=1
+unset PGOPTIONS PGSERVICE
+
+rc=0
+if [ ${#PY_FILES[@]} -gt 0 ]; then
+	py_copies=()
+	for f in "${PY_FILES[@]}"; do
+		py_copies+=("$WORK/python-src${f#"$PYDIR"}")
+	done
+	(cd "$WORK/python-src" && "$WORK/venv/bin/python" -m pytest -p no:cacheprovider -v \
+		-o console_output_style=classic --rootdir="$WORK/python-src" "${py_copies[@]}") \
+		>"$WORK/pytest.log" 2>&1 || rc=1
+	cat "$WORK/pytest.log"
+fi
+if [ ${#JS_FILES[@]} -gt 0 ]; then
+	(cd "$WORK/node" && node --test --test-reporter="$HERE/tap_reporter.mjs" \
+		"${JS_FILES[@]/#/test/}") >"$WORK/node.tap" 2>"$WORK/node.err" || rc=1
+	cat "$WORK/node.err"
+fi
+
+# The counted lines: one per pytest test, then one per node test.
+n=0
+if [ ${#PY_FILES[@]} -gt 0 ]; then
+	echo "--- pytest, one TAP line per test ---"
+	while read -r id outcome; do
+		n=$((n + 1))
+		case $outcome in
+		PASSED | XFAIL) echo "ok $n - python $id" ;;
+		SKIPPED) echo "ok $n - python $id # SKIP" ;;
+		*) echo "not ok $n - python $id ($outcome)" ;;
+		esac
+	done < <(sed -n 's/^\([^ ]*::[^ ]*\) \(PASSED\|FAILED\|ERROR\|SKIPPED\|XFAIL\|XPASS\).*/\1 \2/p' \
+		"$WORK/pytest.log")
+	grep -q ' PASSED\| FAILED\| ERROR' "$WORK/pytest.log" || {
+		n=$((n + 1))
+		echo "not ok $n - python: pytest ran no test"
+	}
+fi
+if [ ${#JS_FILES[@]} -gt 0 ]; then
+	echo "--- node --test, one TAP line per test ---"
+	while read -r line; do
+		n=$((n + 1))
+		echo "${line/ N / $n }"
+	done <"$WORK/node.tap"
+	grep -q '^ok N\|^not ok N' "$WORK/node.tap" || {
+		n=$((n + 1))
+		echo "not ok $n - node: node --test ran no test"
+	}
+fi
+if [ "$rc" -ne 0 ]; then
+	echo "--- tail of the server log ($WORK/server.log) ---"
+	tail -n 40 "$WORK/server.log" || true
+fi
+exit "$rc"
