@@ -34,7 +34,7 @@
 # Output: a table, then one line "ratio NAME VALUE" per ratio and one line
 # "metric NAME VALUE" per absolute measurement.  Files, under
 # bench/results/: summary.txt (that output), readme-table.md (the table of
-# README.md's "Performance" section; bench/update-readme.sh copies it in),
+# doc/performance.md; bench/update-readme.sh copies it in),
 # scaling.csv and scaling.png.
 #
 # Environment:
@@ -448,8 +448,8 @@ print_report()
 	return 0
 }
 
-# The table of README.md's "Performance" section (bench/update-readme.sh
-# copies it in; test/t/092_readme_bench.pl checks that it did).
+# The table of doc/performance.md (bench/update-readme.sh copies it in;
+# test/t/092_readme_bench.pl checks that it did).
 print_readme_table()
 {
 	local name target verdict
@@ -894,7 +894,7 @@ EOF
 	print_report | tee "$RESULTS_DIR/summary.txt"
 	print_readme_table >"$RESULTS_DIR/readme-table.md"
 	say "bench: wrote $(tree_path "$RESULTS_DIR")/summary.txt and readme-table.md" \
-		"(bench/update-readme.sh copies the table into README.md)"
+		"(bench/update-readme.sh copies the table into doc/performance.md)"
 	if [ "$BENCH_STRICT" = 1 ] && [ "$MISSED" -gt 0 ]; then
 		exit 1
 	fi

@@ -1,16 +1,17 @@
 #!/bin/bash
 #
-# bench/update-readme.sh -- copy the benchmark's table into README.md
+# bench/update-readme.sh -- copy the benchmark's table into doc/performance.md
 #
 # Replaces the lines between "<!-- bench-table:begin -->" and
-# "<!-- bench-table:end -->" in README.md with bench/results/readme-table.md,
-# which bench/run.sh ("make bench") writes.  So the README's performance
-# figures are the last run's, with its date, commit and PostgreSQL version;
-# test/t/092_readme_bench.pl fails when they differ.
+# "<!-- bench-table:end -->" in doc/performance.md with
+# bench/results/readme-table.md, which bench/run.sh ("make bench") writes.
+# So the documented performance figures are the last run's, with its date,
+# commit and PostgreSQL version; test/t/092_readme_bench.pl fails when they
+# differ.
 #
-#   bench/update-readme.sh [README [TABLE]]
+#   bench/update-readme.sh [PAGE [TABLE]]
 #
-# Exit status 1 when README.md lacks the markers (each on a line of its
+# Exit status 1 when the page lacks the markers (each on a line of its
 # own, begin before end, once each) or the table file is missing.
 #
 # Copyright (c) 2026, the fencing developers
@@ -18,7 +19,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-README=${1:-$ROOT/README.md}
+README=${1:-$ROOT/doc/performance.md}
 TABLE=${2:-$ROOT/bench/results/readme-table.md}
 BEGIN_MARKER='<!-- bench-table:begin -->'
 END_MARKER='<!-- bench-table:end -->'

@@ -6,7 +6,9 @@
 #   "Two pods run the nightly invoice job and customers get billed twice."
 #
 # Scene 1: ten pods (examples/invoice_worker.c, libpq) race for the lock
-#          invoice-run:2026-10, spelled ten ways; exactly one bills.
+#          invoice-run:2026-10, spelled ten ways; exactly one bills.  On a
+#          new server the winner's token waits fencing.clock_tolerance,
+#          and the demo says so.
 # Scene 2: pod-A takes a 2 s lease and starts billing; the demo freezes it
 #          with SIGSTOP (a GC pause, a VM stall); the server ends its session
 #          after the lease; pod-B takes over with a higher token and bills;
@@ -77,7 +79,7 @@ SPELLINGS=(
 	' invoice-run:2026-10　'
 	'iNvOiCe-RuN:2026-10'
 	'ⅰnvoice-run:2026-10'
-	'invoice-run:2026-10'
+	'invoice-RUN:2026-10'
 	'INVOICE-RUN:2026-10'
 )
 
@@ -169,16 +171,23 @@ ensure_demo_requirements()
 }
 
 # Build and install the extension into the PostgreSQL that pg_config names.
+# What that leaves behind is said before it happens.
 build_and_install()
 {
 	local log=$SCRATCH/build.log pkglibdir
 
+	pkglibdir=$("$PG_CONFIG" --pkglibdir)
+	if is_root || [ -w "$pkglibdir" ]; then
+		say "note: this installs fencing with 'make install', and it stays installed after the demo:"
+		say "  fencing.so in $pkglibdir, fencing.control and its SQL scripts in $("$PG_CONFIG" --sharedir)/extension."
+		say "  dpkg does not know these files: installing the .deb later overwrites them without a word."
+		say "  'make uninstall' removes them; the build tools the demo needed stay installed too."
+	fi
 	say "building the extension (make WERROR=1) ..."
 	if ! make -C "$ROOT" WERROR=1 -j"$(nproc)" PG_CONFIG="$PG_CONFIG" >"$log" 2>&1; then
 		tail -n 30 "$log" >&2
 		die "the build failed (log above)"
 	fi
-	pkglibdir=$("$PG_CONFIG" --pkglibdir)
 	if is_root || [ -w "$pkglibdir" ]; then
 		if ! make -C "$ROOT" install PG_CONFIG="$PG_CONFIG" >>"$log" 2>&1; then
 			tail -n 30 "$log" >&2
@@ -481,6 +490,7 @@ scene_race()
 		       fencing.lock_key(s) AS advisory_lock_key
 		  FROM (VALUES $list) AS v(n, s) ORDER BY n" | sed 's/^/    /'
 	setup_ledger
+	FRESH_START=$(psql_demo -At -c 'SELECT fresh_start_pending FROM fencing.status()')
 	: >"$events"
 	t0=$(now_usec)
 	for i in "${!SPELLINGS[@]}"; do
@@ -519,6 +529,11 @@ scene_race()
 	RACE_BUSY=$busy
 	say ""
 	say "  $RACE_WINNER got the lock (token $RACE_TOKEN) and billed; the other $busy saw it busy and billed nothing."
+	if [ "$FRESH_START" = t ]; then
+		say "  Why the grant took about a second: it was this new server's first token. A new cluster's"
+		say "  first token waits fencing.clock_tolerance ($(psql_demo -At -c 'SHOW fencing.clock_tolerance')), so that its tokens start above any"
+		say "  token an earlier cluster could have issued (doc/guarantees.md, T4). Later tokens do not wait."
+	fi
 	check_ledger "$RACE_TOKEN"
 }
 
@@ -774,13 +789,18 @@ print_design()
 	cat <<EOF
 
 ## Coordination design: nightly invoice run ($LOCK_NAME)
-**Failure being prevented:** Two pods run the nightly invoice job and customers get billed twice.
-**Lock type:** correctness (a second run bills every customer again; duplicate work corrupts the ledger).
-**Mechanism:** lease + fence: the run's transaction takes fencing.lease('$LOCK_NAME', ttl), then, before its first write, fencing.check_fence('$LOCK_NAME', token) (every transaction that writes for the run does this first); every write to billing.accounts carries the lease's token (fence = token), and the invoice line goes in the same statement.
-**Store:** Postgres, the database that holds the ledger (fencing extension: a transaction-scoped advisory lock on fencing.lock_key(name), names normalised for case, width and white space).
-**TTL and renewal:** ttl $LEASE_TTL in this demo (in production: longer than the worst pause plus one step of work, e.g. 5 min); every statement renews it; the job calls fencing.held_token before each customer and never lets a third of the ttl pass without a statement. When the check fails or the session is gone, the job stops; it never reconnects to carry on with its old token. A run longer than one transaction holds a lease instead (fencing.acquire_lease, ttl $BATCH_LEASE_TTL in scene 4), renewed by fencing.use_lease at the start of every batch (a batch every ${BATCH_STEP_MS} ms, a third of the ttl); FN004 from use_lease stops the job.
-**Fencing:** token from fencing.lease (cluster-wide, strictly increasing, durable); checked twice at the resource. (1) The run's fence: fencing.check_fence on '$LOCK_NAME', first in every transaction that writes; the newest holder's check raises the run's watermark, so an older holder fails there before writing anything, also to customers the newer holder has not reached yet, whose rows carry no newer fence (a row fence alone would let it bill them, and the newer holder would bill them again). The pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE (revoked from PUBLIC in fencing 1.1). (2) The rows' fences: the fencing.reject_stale trigger on billing.accounts.fence (fencing.protect). A stale holder gets SQLSTATE FN001 and the job stops without retrying.
-**Tests:** concurrency: $RACE_PODS processes, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy, each customer billed once. Expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS}s against a $LEASE_TTL ttl; the server ended its session; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's resumed check_fence failed with FN001; each customer billed once. Wake mid-run: pod-A (token $MIDRUN_TOKEN_A) resumed while pod-B (token $MIDRUN_TOKEN_B) had billed 1 of $CUSTOMERS customers; pod-A's check_fence waited for pod-B and failed with FN001 before any write; each customer billed once. Batch job on a lease: pod-A (token $BATCH_TOKEN_A) billed $BATCH_BILLED_A customers in committed batches, then was frozen ${BATCH_SECONDS}s between two batches against a $BATCH_LEASE_TTL ttl; pod-B (token $BATCH_TOKEN_B), asleep in acquire_lease, took the run over when the lease lapsed and billed the rest; pod-A's next use_lease failed with FN004 before any write; each customer billed once. Release: the transaction's lock ends with its transaction, so there is no release call that could free another holder's lock; the lease is released with fencing.release_lease(name, token), which frees only the lease held with that token. Regression: make test (test/t/090_examples.pl runs this demo and examples/correctness_lock.c and .py, including the stale holder that writes a row the newer one has not reached); test/isolation/specs/fence_interleaving.spec.
+**Failure being prevented:** two pods run the nightly invoice job and customers get billed twice.
+**Lock type:** correctness: a second run would bill every customer again.
+**Mechanism:** lease + fence; scenes 1-3 hold the run for one transaction (fencing.lease), scene 4 across batches (fencing.acquire_lease, then fencing.use_lease first in each batch).
+**Store:** PostgreSQL, the database that holds the ledger.
+**TTL and renewal:** $LEASE_TTL here ($BATCH_LEASE_TTL in scene 4) to keep the demo short; in production 30 s, renewed every 10 s; a failed renewal stops the job.
+**Fencing:** tokens from fencing, checked by fencing.check_fence on '$LOCK_NAME', first in every transaction that writes, and by the trigger on billing.accounts; the pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE.
+**Tests:** (README.md and doc/choosing.md explain the pattern)
+- concurrency: $RACE_PODS pods, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy; each customer billed once.
+- expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS} s against a $LEASE_TTL ttl; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's check_fence failed with FN001.
+- wake mid-run: pod-A (token $MIDRUN_TOKEN_A) woke when pod-B (token $MIDRUN_TOKEN_B) had billed 1 of $CUSTOMERS; pod-A's check_fence failed with FN001 before any write.
+- batch job on a lease: pod-A (token $BATCH_TOKEN_A) billed $BATCH_BILLED_A customers, was frozen ${BATCH_SECONDS} s; pod-B (token $BATCH_TOKEN_B) billed the rest; pod-A's next use_lease failed with FN004.
+- release: fencing.release_lease(name, token) frees only the lease held with that token.
 EOF
 }
 
@@ -809,3 +829,6 @@ print_design
 
 say ""
 say "demo finished in $((SECONDS - START_SECONDS)) s; stopping the server and removing $SCRATCH"
+if [ "$USE_EXISTING" = 0 ] && is_root; then
+	say "fencing stays installed by 'make install' ('make uninstall' removes it; see README.md, \"Try it first\")"
+fi

@@ -15,7 +15,9 @@
 #                                    after "npm ci" (pg at the version its
 #                                    package-lock.json pins)
 #   the READMEs' code blocks         run by test_readme.py and
-#                                    readme.test.js, the Node ones in an
+#                                    readme.test.js, those of README.md
+#                                    and doc/*.md by test_docs.py and
+#                                    docs.test.js, the Node ones in an
 #                                    application (test/clients/app: pg and
 #                                    pg-fencing from ../node, as
 #                                    "npm install pg ./clients/node" writes
@@ -172,6 +174,7 @@ fi
 export PGHOST=$WORK PGPORT=$PORT PGDATABASE=$DB
 export FENCING_BOUNCER_PORT=$BOUNCER_PORT
 export FENCING_README_APP=$WORK/app
+export FENCING_DOCS=$ROOT
 export PYTHONDONTWRITEBYTECODE=1
 unset PGOPTIONS PGSERVICE
 

@@ -361,8 +361,15 @@ SKIP:
 		qr/^  OK: all 5 customers billed exactly once: 2 by pod-A \(token $token_a\) before it froze,\n  3 by pod-B \(token $token_b\) after it took over/m,
 		'demo.sh scene 4: pod-A billed its committed batch, pod-B the rest, each customer once');
 	like($out,
-		qr/^\*\*Tests:\*\*.*Batch job on a lease: pod-A \(token $token_a\).*pod-A's next use_lease failed with FN004/m,
+		qr/^- batch job on a lease: pod-A \(token $token_a\).*pod-A's next use_lease failed with FN004/m,
 		'the design block reports the batch job on a lease');
+	like($out, qr/^- concurrency: 10 pods, 10 spellings of the name: 1 token \(w\d\d\), 9 busy/m,
+		'the design block reports ten pods under ten different spellings');
+	like($out, qr/^\*\*TTL and renewal:\*\*.* in production 30 s, renewed every 10 s/m,
+		'the design block gives the same production ttl as README.md');
+	my @long = grep { length($_) > 250 } split /\n/, ($out =~ /^(## Coordination design:.*)\z/ms)[0] // '';
+	is(scalar @long, 0, 'no line of the design block runs past 250 characters')
+	  or diag(join("\n", @long));
 	like(
 		$out,
 		qr/^## Coordination design: .*\n\*\*Failure being prevented:\*\*.*\n\*\*Lock type:\*\*.*\n\*\*Mechanism:\*\*.*\n\*\*Store:\*\*.*\n\*\*TTL and renewal:\*\*.*\n\*\*Fencing:\*\*.*\n\*\*Tests:\*\*/m,

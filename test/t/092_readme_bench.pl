@@ -1,8 +1,8 @@
 # Copyright (c) 2026, the fencing developers
 
-# README.md's performance table is the benchmark's output, not a copy typed
-# by hand: the text between "<!-- bench-table:begin -->" and
-# "<!-- bench-table:end -->" must equal bench/results/readme-table.md,
+# The performance table of doc/performance.md is the benchmark's output,
+# not a copy typed by hand: the text between "<!-- bench-table:begin -->"
+# and "<!-- bench-table:end -->" must equal bench/results/readme-table.md,
 # which bench/run.sh ("make bench") writes and bench/update-readme.sh
 # copies in.  The table says when, on which commit and on which PostgreSQL
 # it was measured, and committed results name no path of the machine that
@@ -16,7 +16,7 @@ use Test::More;
 use IPC::Run;
 
 my $root = $ENV{TESTDIR} // '.';
-my $readme_file = "$root/README.md";
+my $readme_file = "$root/doc/performance.md";
 my $table_file = "$root/bench/results/readme-table.md";
 my $update = "$root/bench/update-readme.sh";
 my $begin = '<!-- bench-table:begin -->';
@@ -57,13 +57,13 @@ like(
 	'the table ends with when, on which commit and PostgreSQL and how many CPUs it was measured');
 unlike($table, qr/\| (?:MISSED|nan) /, 'no row carries a raw verdict or a missing value');
 
-# --- README.md carries exactly that table -------------------------------------
+# --- doc/performance.md carries exactly that table ----------------------------
 
 my $current = between_markers($readme);
-ok(defined $current, 'README.md has the bench-table markers, once each, in order');
+ok(defined $current, 'doc/performance.md has the bench-table markers, once each, in order');
 ok(defined $current && $current eq $table,
-	'README.md between the markers is bench/results/readme-table.md')
-  or diag('run bench/update-readme.sh (after make bench) and commit README.md with the results');
+	'doc/performance.md between the markers is bench/results/readme-table.md')
+  or diag('run bench/update-readme.sh (after make bench) and commit doc/performance.md with the results');
 
 # --- no path of the machine that measured -------------------------------------
 
@@ -77,7 +77,8 @@ foreach my $file (sort glob("$root/bench/results/*.{txt,md,csv}"))
 # --- bench/update-readme.sh ---------------------------------------------------
 
 # On a copy: a stale table between the markers is replaced by the file's,
-# and a README without markers is refused and left alone.
+# and a page without markers is refused and left alone.  With no argument
+# the script writes doc/performance.md.
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $stale = "# fencing\n\n## Performance\n\nBefore.\n\n$begin\n| a stale | table |\n$end\n\n## Development\n";
 open(my $fh, '>', "$tmp/README.md") or die $!;
@@ -86,7 +87,7 @@ close($fh);
 
 my ($out, $err) = ('', '');
 my $ok = IPC::Run::run([ 'bash', $update, "$tmp/README.md", $table_file ], '>', \$out, '2>', \$err);
-ok($ok, 'update-readme.sh succeeds on a README with the markers') or diag($err);
+ok($ok, 'update-readme.sh succeeds on a page with the markers') or diag($err);
 is(slurp_file("$tmp/README.md"),
 	"# fencing\n\n## Performance\n\nBefore.\n\n$begin\n$table$end\n\n## Development\n",
 	'update-readme.sh replaces exactly the text between the markers');
@@ -97,8 +98,10 @@ print $fh $unmarked;
 close($fh);
 ($out, $err) = ('', '');
 $ok = IPC::Run::run([ 'bash', $update, "$tmp/README.md", $table_file ], '>', \$out, '2>', \$err);
-ok(!$ok, 'update-readme.sh fails on a README without the markers');
+ok(!$ok, 'update-readme.sh fails on a page without the markers');
 like($err, qr/needs the lines/, 'and says which lines it needs');
-is(slurp_file("$tmp/README.md"), $unmarked, 'and leaves that README alone');
+is(slurp_file("$tmp/README.md"), $unmarked, 'and leaves that page alone');
+like(slurp_file($update), qr{^README=\$\{1:-\$ROOT/doc/performance\.md\}$}m,
+	'update-readme.sh writes doc/performance.md by default');
 
 done_testing();
