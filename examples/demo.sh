@@ -727,7 +727,7 @@ scene_batch_lease()
 	say ""
 	say "=== Scene 4: the run on a lease that outlives its transactions; the pod freezes between two batches ==="
 	say ""
-	say "  The job as the README's pattern \"A batch job\" writes it: fencing.acquire_lease takes the run once,"
+	say "  The job as README.md's invoice pattern writes it: fencing.acquire_lease takes the run once,"
 	say "  every batch (two customers, one transaction) starts with fencing.use_lease, which renews the"
 	say "  lease, raises the run's fence to the token and sets fencing.token; the lease stays after COMMIT."
 	setup_ledger

@@ -49,7 +49,7 @@
  * pod in the middle of this pod's run.
  *
  * With --batch N the worker runs the job the way a long job must, on a lease
- * that outlives its transactions (README, "A batch job"): it takes the run
+ * that outlives its transactions (README.md, "The invoice pattern, in SQL"): it takes the run
  * with fencing.acquire_lease(name, ttl, timeout, holder) outside any
  * transaction (waiting up to --wait for it, without polling), then bills N
  * customers per transaction.  Each batch starts with

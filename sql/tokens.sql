@@ -133,7 +133,7 @@ COMMIT;
 
 -- tokens work in a READ ONLY transaction, reservations included: a token
 -- changes no table, and the reservation is WAL of the extension's own, like
--- a sequence's (documented in README.md)
+-- a sequence's (documented in doc/reference.md)
 SELECT reservations AS reservations2 FROM fencing.stats \gset
 BEGIN READ ONLY;
 SELECT count(fencing.next_token()) FROM generate_series(1, 1000001);

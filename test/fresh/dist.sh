@@ -18,7 +18,8 @@
 # The zip is a git archive of REF with what a user needs to build, install
 # and run make installcheck: the Makefile, the control file and SQL scripts,
 # src/, sql/ and expected/, test/isolation/ and test/installcheck/ (the
-# isolation suite and the cleanup installcheck runs), the README, CHANGELOG,
+# isolation suite and the cleanup installcheck runs), the README, doc/,
+# CONTRIBUTING, CHANGELOG,
 # LICENSE, META.json and the client examples.  Not in it: .ci/, the rest of
 # test/ (the harness needs root and Debian's test packages), bench/
 # (results of this machine), debian/, the demo script (it drives test/lib).  The version comes from META.json and
@@ -34,7 +35,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DIST_PATHS=(
 	Makefile fencing.control 'fencing--*.sql'
 	src sql expected test/isolation test/installcheck
-	README.md CHANGELOG.md LICENSE META.json
+	README.md CONTRIBUTING.md doc CHANGELOG.md LICENSE META.json
 	examples ':(exclude)examples/demo.sh'
 )
 
