@@ -794,7 +794,7 @@ print_design()
 **Mechanism:** lease + fence; scenes 1-3 hold the run for one transaction (fencing.lease), scene 4 across batches (fencing.acquire_lease, then fencing.use_lease first in each batch).
 **Store:** PostgreSQL, the database that holds the ledger.
 **TTL and renewal:** $LEASE_TTL here ($BATCH_LEASE_TTL in scene 4) to keep the demo short; in production 30 s, renewed every 10 s; a failed renewal stops the job.
-**Fencing:** tokens from fencing, checked by fencing.check_fence on '$LOCK_NAME', first in every transaction that writes, and by the trigger on billing.accounts; the pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE.
+**Fencing:** fencing.check_fence on '$LOCK_NAME', first in every transaction that writes, and the trigger on billing.accounts; the pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE.
 **Tests:** (README.md and doc/choosing.md explain the pattern)
 - concurrency: $RACE_PODS pods, $RACE_SPELLINGS spellings of the name: 1 token ($RACE_WINNER), $RACE_BUSY busy; each customer billed once.
 - expiry: pod-A (token $PAUSE_TOKEN_A) frozen ${PAUSE_SECONDS} s against a $LEASE_TTL ttl; pod-B (token $PAUSE_TOKEN_B) billed all $CUSTOMERS customers; pod-A's check_fence failed with FN001.
