@@ -213,6 +213,15 @@ GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO regress_lease_wor
 SET SESSION AUTHORIZATION regress_lease_worker;
 SELECT fencing.break_lease('nightly invoices');
 \echo sqlstate: :LAST_ERROR_SQLSTATE
+-- Tokens are not secrets (they count up, and latest_token() is public):
+-- the right token does not let another session user renew, use or
+-- release a lease.  Only the session user that acquired it, or a
+-- superuser, does.
+SELECT lease_error(format('SELECT fencing.renew_lease(%L, %s)', 'nightly invoices', :t));
+SELECT fencing.release_lease('nightly invoices', :t) AS released_by_another_role;
+BEGIN;
+SELECT lease_error(format('SELECT fencing.use_lease(%L, %s)', 'nightly invoices', :t));
+ROLLBACK;
 -- Another session user sees the lease, but not its name, token or holder
 -- (the rule of fencing.locks: a lease belongs to the session user that
 -- acquired it).
@@ -238,6 +247,8 @@ ROLLBACK;
 SELECT renewed_at = :'worker_renewed' AS not_renewed FROM fencing.leases WHERE name = 'worker lease';
 SELECT fencing.release_lease('worker lease', :w) AS released;
 RESET SESSION AUTHORIZATION;
+SELECT count(*) AS still_held FROM fencing.leases
+WHERE name = 'nightly invoices' AND token = :t;
 SELECT fencing.break_lease('Nightly Invoices') = :t AS broken_token;
 SELECT fencing.break_lease('nightly invoices') IS NULL AS nothing_left;
 \set VERBOSITY sqlstate
