@@ -97,6 +97,8 @@ typedef struct LeaseRequest
 	int			namelen;
 	int64		key;
 	LOCKTAG		tag;
+	Oid			caller;			/* the session user */
+	bool		caller_is_superuser;
 } LeaseRequest;
 
 /* Why a lease is not held with a token, for FN004's detail. */
@@ -105,6 +107,7 @@ typedef enum LeaseLossReason
 	LEASE_HELD,					/* it is held with the token */
 	LEASE_NOT_HELD,				/* no entry: released, lapsed long ago, lost */
 	LEASE_OTHER_TOKEN,			/* held, or delayed, under another token */
+	LEASE_OTHER_ROLE,			/* held with the token by another session user */
 	LEASE_EXPIRED,				/* lapsed: at is its expiry */
 	LEASE_BROKEN,				/* broken: at is when */
 	LEASE_OTHER_NAME			/* the key belongs to another name (L6) */
@@ -318,6 +321,8 @@ lease_request(LeaseRequest *req, FunctionCallInfo fcinfo)
 	SET_LOCKTAG_ADVISORY(req->tag, MyDatabaseId,
 						 (uint32) ((uint64) req->key >> 32),
 						 (uint32) req->key, 1);
+	req->caller = GetSessionUserId();
+	req->caller_is_superuser = superuser_arg(req->caller);
 }
 
 /* The token argument, which must be given. */
@@ -401,6 +406,9 @@ lease_lost(const LeaseRequest *req, int64 token, const LeaseLoss *loss)
 		case LEASE_OTHER_TOKEN:
 			detail = pstrdup("The name is leased under another token: this lease ended and the name was taken again.");
 			break;
+		case LEASE_OTHER_ROLE:
+			detail = pstrdup("The lease was acquired by another session user: only that user, or a superuser, renews, uses or releases it.");
+			break;
 		default:
 			detail = pstrdup("Nobody holds a lease on the name: it was released, broken or not renewed in time, or lost in a crash or a failover.");
 			break;
@@ -414,8 +422,11 @@ lease_lost(const LeaseRequest *req, int64 token, const LeaseLoss *loss)
 }
 
 /*
- * Is entry i (-1: none) the lease on the name, held with token at now?
- * When not, *loss says why.
+ * Is entry i (-1: none) the lease on the name, held with token at now by
+ * the caller?  Tokens count up and are no secret, so the token alone does
+ * not make the caller the holder: the lease must have been acquired by the
+ * caller's session user, or the caller be a superuser (an operator who
+ * means to take a lease away breaks it).  When not, *loss says why.
  */
 static bool
 lease_held(int i, const LeaseRequest *req, int64 token, TimestampTz now,
@@ -441,6 +452,11 @@ lease_held(int i, const LeaseRequest *req, int64 token, TimestampTz now,
 	{
 		if (fencing_lease_state(lease, now, &until) != LEASE_GONE)
 			loss->reason = LEASE_OTHER_TOKEN;
+		return false;
+	}
+	if (lease->data.roleid != req->caller && !req->caller_is_superuser)
+	{
+		loss->reason = LEASE_OTHER_ROLE;
 		return false;
 	}
 	if (lease->data.broken)

@@ -422,7 +422,7 @@ StaticAssertDecl(FENCING_LEASE_FILTER_SIZE % LEASE_CV_COUNT == 0,
 typedef struct LeaseData
 {
 	Oid			dboid;
-	Oid			roleid;			/* who acquired it, for the views */
+	Oid			roleid;			/* who acquired it: it renews, uses, releases */
 	int64		key;
 	int64		token;
 	int32		ttl_ms;			/* the ttl it was taken with: renew's default */
