@@ -18,7 +18,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
   sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
-  holding_session terminate_session kill9_and_restart @WHITE_SPACE @IGNORABLE);
+  holding_session terminate_session kill9_and_restart lease_keeper_pid @WHITE_SPACE @IGNORABLE);
 
 # The holder $h (a hash whose "session" is a background_psql in an open
 # transaction) takes a lease on $name with a ttl of an hour, so that its
@@ -53,14 +53,17 @@ sub children_of
 	return @pids;
 }
 
-# SIGKILL the postmaster of $node, let its backends notice and die, run
-# $opts{before_start} if given, then start the node again.
+# SIGKILL the postmaster of $node (and the pids of $opts{also_kill}, for
+# example a child stopped with SIGSTOP, which would never notice), let its
+# backends notice and die, run $opts{before_start} if given, then start the
+# node again.
 sub kill9_and_restart
 {
 	my ($node, %opts) = @_;
 	my @children = children_of($node->{_pid});
 
 	$node->kill9;
+	kill('KILL', @{ $opts{also_kill} }) if $opts{also_kill};
 	my $deadline = time() + 120;
 	while (grep { kill(0, $_) } @children)
 	{
@@ -71,6 +74,21 @@ sub kill9_and_restart
 	$opts{before_start}->() if $opts{before_start};
 	$node->start;
 	return;
+}
+
+# The pid of $node's lease keeper (a child of its postmaster whose title
+# names it), or undef while it is not running.
+sub lease_keeper_pid
+{
+	my ($node) = @_;
+	for my $pid (children_of($node->{_pid}))
+	{
+		open(my $fh, '<', "/proc/$pid/cmdline") or next;
+		my $cmdline = <$fh>;
+		close($fh);
+		return $pid if defined $cmdline && $cmdline =~ /fencing lease keeper/;
+	}
+	return undef;
 }
 
 # Whether the backend $pid of $node has gone (polls for a while).

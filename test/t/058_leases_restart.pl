@@ -12,7 +12,9 @@
 # with a token above every token of the old server.  A lease comes back
 # from the state file alone (its record before the last checkpoint) and
 # from WAL alone (the file removed, its record after the checkpoint).  A
-# damaged file is a WARNING, and the server starts without leases.  On the
+# damaged file is a WARNING, and the server starts without leases.  A lease
+# that lapsed before a crash stays lapsed, also when the keeper never wrote
+# the lapse down: expiry is measured on the server's clock (LL2).  On the
 # standby the view shows the primary's leases and the lease functions
 # raise 25006.
 
@@ -26,9 +28,9 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 use lib "$FindBin::RealBin/../perl";
-use FencingTest qw(kill9_and_restart);
+use FencingTest qw(kill9_and_restart lease_keeper_pid);
 
-my $ttl = 3;
+my $ttl = 6;
 
 my $node = PostgreSQL::Test::Cluster->new('leases_primary');
 $node->init(allows_streaming => 1);
@@ -88,6 +90,7 @@ sub check_after
 # so that an expiry kept from before (not renewed at the start of service)
 # would come before start + ttl - 0.5 s, and the check tells them apart.
 my $before = 1.2;
+my ($rc, $out, $err);
 
 # 1. A clean restart.
 my ($live, $dead) = take_leases($node, 'restart');
@@ -120,7 +123,22 @@ kill9_and_restart($node,
 $started = sql($node, 'SELECT extract(epoch FROM pg_postmaster_start_time())');
 check_after($node, 'wal', $live, $dead, $started, $max);
 
-# 4. A damaged file: a WARNING, and no lease.
+# 4. A lease lapses while the keeper is stopped (nothing records the
+# lapse), then a crash: the new server does not bring it back.
+my $lapsing = sql($node, "SELECT fencing.acquire_lease('lapsing', '1 second')");
+settle($node);
+my $keeper = lease_keeper_pid($node);
+ok(defined $keeper, 'lapsed: the keeper runs');
+kill('STOP', $keeper);
+sleep(2);
+kill9_and_restart($node, also_kill => [$keeper]);
+($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('lapsing', $lapsing)");
+like($err, qr/FN004|not held with token/,
+	'lapsed: a renewal after the lapse is refused after the crash too');
+is(sql($node, "SELECT count(*) FROM fencing.leases WHERE name = 'lapsing'"), 0,
+	'lapsed: the lease is not held');
+
+# 5. A damaged file: a WARNING, and no lease.
 ($live, $dead) = take_leases($node, 'damaged');
 $node->stop;
 my $file = $node->data_dir . '/fencing.leases';
@@ -134,10 +152,10 @@ like(slurp_file($node->logfile, $log_offset),
 	qr/WARNING:  fencing lease file "fencing.leases" is damaged; its leases are ignored/,
 	'damaged: the server starts and says why the leases are gone');
 is(sql($node, 'SELECT count(*) FROM fencing.leases'), 0, 'damaged: no lease is held');
-my ($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('live damaged', $live)");
+($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('live damaged', $live)");
 like($err, qr/FN004|not held with token/, 'damaged: the live holder learns that its lease is lost');
 
-# 5. Promotion of a streaming standby.
+# 6. Promotion of a streaming standby.
 $node->backup('leases_backup');
 my $standby = PostgreSQL::Test::Cluster->new('leases_standby');
 $standby->init_from_backup($node, 'leases_backup', has_streaming => 1);
