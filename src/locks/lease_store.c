@@ -451,8 +451,12 @@ lease_last_heard(void)
 }
 
 /*
- * The server has just started serving: every lease live at the last known
- * moment is renewed from now for its ttl, the others are dropped.
+ * The server has just started serving: every lease still live now is
+ * renewed from now for its ttl, the others are dropped.  Expiry is
+ * measured on the server's clock alone: a lease whose expiry passed before
+ * the crash, while nothing wrote its lapse down (the keeper late), or
+ * while no server ran, has lapsed, whatever the last known moment says.
+ * The last known moment only names when the state was last seen.
  */
 static void
 lease_start_serving(void)
@@ -474,7 +478,7 @@ lease_start_serving(void)
 	{
 		LeaseData	data = fencing_lease_entries[i].data;
 
-		if (data.broken || data.expires_at <= heard)
+		if (data.broken || data.expires_at <= Max(heard, now))
 		{
 			fencing_lease_remove(i);
 			ended++;
