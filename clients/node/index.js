@@ -14,7 +14,8 @@
 //     }
 //   } finally { await lease.release(); }
 //
-// Tokens exceed 2^53: they are BigInt here, and go to the server as text.
+// Tokens exceed 2^53: they are BigInt here, and go to the server as their
+// digits, written into the statement (see "statements, sent unbound").
 
 'use strict';
 
@@ -122,8 +123,58 @@ function milliseconds(value, what, { positive }) {
   return Math.ceil(value);
 }
 
-const interval = (ms) => `${ms} milliseconds`;
 const bigint = (text) => (text === null || text === undefined ? null : BigInt(text));
+
+// --- statements, sent unbound ------------------------------------------------------------
+//
+// Why every statement goes unbound.  A SELECT sent through the extended
+// protocol (node-postgres uses it for every query with values) leaves its
+// unnamed portal open when it completes, and that portal keeps the
+// statement's snapshot registered until the next Bind or simple query: a
+// READ COMMITTED transaction that then sits idle holding a lock or a lease
+// keeps backend_xmin set and holds back VACUUM in its database.  A simple
+// query (a query without values) drops its portal when it completes.  So
+// pg-fencing writes each value into the statement and sends it without
+// values.
+//
+// A value written into the statement cannot break out of it, whatever the
+// session's client_encoding and standard_conforming_strings (which
+// node-postgres's escapeLiteral does not know): text made of printable
+// ASCII other than ' and \ (the only characters with a meaning inside
+// '...') is written as it is; any other text goes as the hex digits of its
+// UTF-8 bytes, decoded by the server, so the statement is pure ASCII with
+// no escape that a multibyte client encoding could swallow.  A NUL, which
+// PostgreSQL text cannot hold, is refused before anything is sent.
+
+const PLAIN = /^[\x20-\x26\x28-\x5b\x5d-\x7e]*$/;
+
+// value (a string, or null) as an SQL expression of type text.
+function sqlText(value, what) {
+  if (value === null || value === undefined) return 'NULL::pg_catalog.text';
+  if (typeof value !== 'string') throw new TypeError(`${what} must be a string`);
+  if (value.includes('\u0000')) {
+    const err = new TypeError(`${what} contains a NUL character, which PostgreSQL text cannot hold`);
+    err.code = 'ERR_INVALID_ARG_VALUE';
+    throw err;
+  }
+  if (PLAIN.test(value)) return `'${value}'::pg_catalog.text`;
+  const hex = Buffer.from(value, 'utf8').toString('hex');
+  return `pg_catalog.convert_from(pg_catalog.decode('${hex}', 'hex'), 'UTF8')`;
+}
+
+// A token (BigInt) as an SQL expression of type bigint.
+function sqlBigint(value) {
+  if (typeof value !== 'bigint') throw new TypeError('a token must be a BigInt');
+  return `${value}::bigint`;
+}
+
+// Milliseconds (an integer from milliseconds(), or null) as an SQL
+// expression of type interval.
+function sqlInterval(ms) {
+  if (ms === null) return 'NULL::interval';
+  if (!Number.isSafeInteger(ms)) throw new RangeError(`${ms} ms is not a whole number of milliseconds`);
+  return `'${ms} milliseconds'::interval`;
+}
 
 // acquire_lease waits at most this long per call (its cap, INT_MAX ms).
 const LONGEST_WAIT_MS = 2 ** 31 - 1;
@@ -151,13 +202,15 @@ function notInTransaction(what) {
 // A statement that must run in a transaction block: refused before it is
 // sent when the client is known to be outside one, and reported when it
 // turns out to have run outside one (what it took has already ended).
-async function inTransaction(client, what, text, values, options) {
+// statement() writes it once the client has been checked.
+async function inTransaction(client, what, statement, options) {
   requireClient(client, what);
   watchStatus(client);
   if (txStatus.get(client) === 'I') throw notInTransaction(what);
+  const text = statement();
   let result;
   try {
-    result = await client.query(text, values);
+    result = await client.query(text);
   } catch (err) {
     rethrow(err, options);
   }
@@ -170,8 +223,8 @@ async function inTransaction(client, what, text, values, options) {
 // fencing.try_lock in the client's transaction: the token (BigInt), or null
 // when the name is held.  The lock ends with the transaction.
 async function tryLock(client, name) {
-  const { rows } = await inTransaction(client, 'tryLock()', 'SELECT fencing.try_lock($1) AS token',
-    [name], { lockHeld: true });
+  const { rows } = await inTransaction(client, 'tryLock()',
+    () => `SELECT fencing.try_lock(${sqlText(name, 'the lock name')}) AS token`, { lockHeld: true });
   return bigint(rows[0].token);
 }
 
@@ -179,8 +232,9 @@ async function tryLock(client, name) {
 // as long as it takes) and returns the token; BusyError when it passed.
 async function lock(client, name, { timeoutMs = null } = {}) {
   const ms = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
-  const { rows } = await inTransaction(client, 'lock()', 'SELECT fencing.lock($1, $2) AS token',
-    [name, ms === null ? null : interval(ms)], { lockHeld: true });
+  const { rows } = await inTransaction(client, 'lock()',
+    () => `SELECT fencing.lock(${sqlText(name, 'the lock name')}, ${sqlInterval(ms)}) AS token`,
+    { lockHeld: true });
   if (rows[0].token === null) {
     throw new BusyError(`fencing lock "${name}" stayed held for ${ms} ms`);
   }
@@ -189,18 +243,24 @@ async function lock(client, name, { timeoutMs = null } = {}) {
 
 // --- leases -----------------------------------------------------------------------------
 
-const ACQUIRE = 'SELECT fencing.acquire_lease($1, $2, $3, $4) AS token';
-const RENEW = 'SELECT fencing.renew_lease($1, $2, $3) AS expires_at';
-const RELEASE = 'SELECT fencing.release_lease($1, $2) AS released';
-const USE = 'SELECT fencing.use_lease($1, $2)';
-const SET_TOKEN = 'SELECT fencing.set_token($1)';
-const OWNED = 'SELECT EXISTS (SELECT 1 FROM fencing.leases' +
-  ' WHERE database = pg_catalog.current_database()' +
-  ' AND name = fencing.normalize_name($1) AND token = $2' +
-  ' AND expires_at > pg_catalog.clock_timestamp()) AS owned';
+const leaseName = (name) => sqlText(name, 'the lease name');
 
-function poolQuery(pool, text, values) {
-  return pool.query(text, values).catch((err) => rethrow(err));
+const SQL = {
+  acquire: (name, ttl, wait, holder) => `SELECT fencing.acquire_lease(${leaseName(name)}, ` +
+    `${sqlInterval(ttl)}, ${sqlInterval(wait)}, ${sqlText(holder, 'the holder')}) AS token`,
+  renew: (name, token, ttl) =>
+    `SELECT fencing.renew_lease(${leaseName(name)}, ${sqlBigint(token)}, ${sqlInterval(ttl)}) AS expires_at`,
+  release: (name, token) => `SELECT fencing.release_lease(${leaseName(name)}, ${sqlBigint(token)}) AS released`,
+  use: (name, token) => `SELECT fencing.use_lease(${leaseName(name)}, ${sqlBigint(token)})`,
+  setToken: (token) => `SELECT fencing.set_token(${sqlBigint(token)})`,
+  owned: (name, token) => 'SELECT EXISTS (SELECT 1 FROM fencing.leases' +
+    ' WHERE database = pg_catalog.current_database()' +
+    ` AND name = fencing.normalize_name(${leaseName(name)}) AND token = ${sqlBigint(token)}` +
+    ' AND expires_at > pg_catalog.clock_timestamp()) AS owned',
+};
+
+function poolQuery(pool, text) {
+  return pool.query(text).catch((err) => rethrow(err));
 }
 
 // A lease on a name held by the server across COMMITs, ROLLBACKs and
@@ -241,7 +301,7 @@ class Lease extends EventEmitter {
     for (;;) {
       const wait = remaining === null ? LONGEST_WAIT_MS : Math.min(remaining, LONGEST_WAIT_MS);
       const sentAt = performance.now();
-      const { rows } = await poolQuery(pool, ACQUIRE, [name, interval(ttl), interval(wait), who]);
+      const { rows } = await poolQuery(pool, SQL.acquire(name, ttl, wait, who));
       if (rows[0].token !== null) {
         const lease = new Lease(pool, name, BigInt(rows[0].token), ttl, sentAt);
         if (renew) lease._scheduleRenewal(ttl / 3);
@@ -293,7 +353,7 @@ class Lease extends EventEmitter {
     this._checkUsable('use()');
     requireClient(client, 'use()');
     const sentAt = performance.now();
-    await this._work(client, USE);
+    await this._work(client, SQL.use(this.name, this._token));
     this._renewed(sentAt, this.ttlMs);
     return this._token;
   }
@@ -302,7 +362,7 @@ class Lease extends EventEmitter {
   async bind(client) {
     this._checkUsable('bind()');
     requireClient(client, 'bind()');
-    await this._work(client, SET_TOKEN);
+    await this._work(client, SQL.setToken(this._token));
     return this._token;
   }
 
@@ -333,8 +393,7 @@ class Lease extends EventEmitter {
     const sentAt = performance.now();
     let rows;
     try {
-      ({ rows } = await poolQuery(this.pool, RENEW,
-        [this.name, this._token.toString(), ttl === null ? null : interval(ttl)]));
+      ({ rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, ttl)));
     } catch (err) {
       this._loseOn(err);
       throw err;
@@ -347,7 +406,7 @@ class Lease extends EventEmitter {
   // True when the server holds the lease with this token.
   async owned() {
     if (this._released || this.lost) return false;
-    const { rows } = await poolQuery(this.pool, OWNED, [this.name, this._token.toString()]);
+    const { rows } = await poolQuery(this.pool, SQL.owned(this.name, this._token));
     return rows[0].owned;
   }
 
@@ -358,7 +417,7 @@ class Lease extends EventEmitter {
     if (this._released) throw new FencingError(`fencing lease "${this.name}" is already released`);
     this._released = true;
     this._stopTimers();
-    const { rows } = await poolQuery(this.pool, RELEASE, [this.name, this._token.toString()]);
+    const { rows } = await poolQuery(this.pool, SQL.release(this.name, this._token));
     if (!rows[0].released) {
       throw new LeaseLostError(`fencing lease "${this.name}" was not held with token ${this._token} any more`);
     }
@@ -366,7 +425,7 @@ class Lease extends EventEmitter {
 
   async _work(client, text) {
     try {
-      await client.query(text, text === USE ? [this.name, this._token.toString()] : [this._token.toString()]);
+      await client.query(text);
     } catch (err) {
       const mapped = translate(err);
       if (!mapped) throw err;
@@ -406,7 +465,7 @@ class Lease extends EventEmitter {
     const every = this.ttlMs / 3;
     const sentAt = performance.now();
     try {
-      const { rows } = await poolQuery(this.pool, RENEW, [this.name, this._token.toString(), null]);
+      const { rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, null));
       this.expiresAt = rows[0].expires_at;
       this._renewed(sentAt, this.ttlMs);
     } catch (err) {

@@ -2,8 +2,9 @@
 //
 // helpers.js -- what pg-fencing's tests share: pools on the server and on
 // the PgBouncer that test/clients/run.sh started (PGHOST, PGPORT,
-// PGDATABASE; FENCING_BOUNCER_PORT), unique names, a protected table, and
-// worker processes running test/worker.js.
+// PGDATABASE; FENCING_BOUNCER_PORT), unique names, a protected table,
+// worker processes running test/worker.js, and a quiet database where
+// VACUUM shows what an idle transaction holds back.
 
 'use strict';
 
@@ -46,6 +47,68 @@ async function ledger() {
   return name;
 }
 
+// A database of its own, with fencing and a table "churn" that autovacuum
+// leaves alone: VACUUM's horizon for a table counts only the sessions of
+// the table's database, and only the tests that watch it connect to this
+// one.  Its name.
+async function createQuietDb() {
+  const name = unique('quiet').replace('-', '_');
+  await admin((c) => c.query(`CREATE DATABASE ${name}`));
+  const c = new Client({ database: name });
+  await c.connect();
+  try {
+    await c.query('CREATE EXTENSION fencing');
+    await c.query('CREATE TABLE churn (id int) WITH (autovacuum_enabled = off)');
+  } finally {
+    await c.end();
+  }
+  return name;
+}
+
+async function dropQuietDb(name) {
+  await admin((c) => c.query(`DROP DATABASE ${name} WITH (FORCE)`));
+}
+
+// What an idle READ COMMITTED transaction holding a lock or a lease must
+// hold back: nothing (DESIGN T5).
+const HOLDS_BACK_NOTHING = {
+  backend_xid: null, backend_xmin: null, removed: 1, 'dead but not yet removable': 0,
+};
+
+const VACUUMED = /tuples: (\d+) removed, \d+ remain, (\d+) are dead but not yet removable/;
+
+// What session pid, idle in its transaction, holds back, seen from db (a
+// client of the quiet database outside any transaction): its backend_xid
+// and backend_xmin, and what VACUUM (VERBOSE) of churn does with a row
+// deleted after the session's last statement.
+async function heldBack(db, pid) {
+  const state = 'SELECT state, backend_xid, backend_xmin FROM pg_stat_activity WHERE pid = $1';
+  let row;
+  for (const deadline = Date.now() + 10000; ;) {
+    [row] = (await db.query(state, [pid])).rows;
+    if (row && row.state === 'idle in transaction') break;
+    if (Date.now() > deadline) throw new Error(`session ${pid} is not idle in transaction: ${JSON.stringify(row)}`);
+    await sleep(50);
+  }
+  await db.query('VACUUM churn'); // rows an earlier check left, deleted before pid's statement
+  await db.query('INSERT INTO churn VALUES (1)');
+  await db.query('DELETE FROM churn');
+  const said = [];
+  const hear = (msg) => said.push(msg.message);
+  db.on('notice', hear);
+  try {
+    await db.query('VACUUM (VERBOSE) churn');
+  } finally {
+    db.off('notice', hear);
+  }
+  const found = VACUUMED.exec(said.join('\n'));
+  if (!found) throw new Error(`VACUUM (VERBOSE) said no tuple counts: ${JSON.stringify(said)}`);
+  return {
+    backend_xid: row.backend_xid, backend_xmin: row.backend_xmin,
+    removed: Number(found[1]), 'dead but not yet removable': Number(found[2]),
+  };
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // A node process running worker.js: one command per line on stdin, one
@@ -83,4 +146,7 @@ class Worker {
   }
 }
 
-module.exports = { unique, pool, bouncerPool, admin, ledger, sleep, Worker };
+module.exports = {
+  unique, pool, bouncerPool, admin, ledger, sleep, Worker,
+  createQuietDb, dropQuietDb, heldBack, HOLDS_BACK_NOTHING,
+};

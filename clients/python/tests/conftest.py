@@ -2,10 +2,12 @@
 #
 # conftest.py -- what pgfencing's tests share: the server and the PgBouncer
 # that test/clients/run.sh started (PGHOST, PGPORT, PGDATABASE;
-# FENCING_BOUNCER_PORT), names no other test uses, a protected table, and
-# worker processes that run tests/worker.py.
+# FENCING_BOUNCER_PORT), names no other test uses, a protected table,
+# worker processes that run tests/worker.py, and a quiet database where
+# VACUUM shows what an idle transaction holds back.
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -53,6 +55,60 @@ def admin():
     """An autocommit connection for setup and for looking from outside."""
     with psycopg.connect(conninfo(), autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture(scope="session")
+def quiet_db():
+    """A database of its own, with fencing and a table "churn" that
+    autovacuum leaves alone: VACUUM's horizon for a table counts only the
+    sessions of the table's database, and only the tests that watch it
+    connect to this one.  Its name."""
+    name = unique("quiet").replace("-", "_")
+    with psycopg.connect(conninfo(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    with psycopg.connect(conninfo(dbname=name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION fencing")
+        conn.execute("CREATE TABLE churn (id int) WITH (autovacuum_enabled = off)")
+    yield name
+    with psycopg.connect(conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+VACUUMED = re.compile(r"tuples: (\d+) removed, \d+ remain, (\d+) are dead but not yet removable")
+
+# What an idle READ COMMITTED transaction holding a lock or a lease must hold
+# back: nothing (DESIGN T5).
+HOLDS_BACK_NOTHING = {"backend_xid": None, "backend_xmin": None,
+                      "removed": 1, "dead but not yet removable": 0}
+
+
+def held_back(db, pid):
+    """What session pid, idle in its transaction, holds back, seen from db
+    (an autocommit connection to the quiet database): its backend_xid and
+    backend_xmin, and what VACUUM (VERBOSE) of churn does with a row deleted
+    after the session's last statement."""
+    wait_for(lambda: db.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
+                                (pid,)).fetchone() == ("idle in transaction",),
+             10, f"session {pid} idle in transaction")
+    xid, xmin = db.execute("SELECT backend_xid, backend_xmin FROM pg_stat_activity WHERE pid = %s",
+                           (pid,)).fetchone()
+    db.execute("VACUUM churn")      # rows an earlier check left, deleted before pid's statement
+    db.execute("INSERT INTO churn VALUES (1)")
+    db.execute("DELETE FROM churn")
+    said = []
+
+    def hear(diag):
+        said.append(diag.message_primary or "")
+
+    db.add_notice_handler(hear)
+    try:
+        db.execute("VACUUM (VERBOSE) churn")
+    finally:
+        db.remove_notice_handler(hear)
+    found = VACUUMED.search("\n".join(said))
+    assert found, f"VACUUM (VERBOSE) said no tuple counts: {said}"
+    return {"backend_xid": xid, "backend_xmin": xmin,
+            "removed": int(found[1]), "dead but not yet removable": int(found[2])}
 
 
 @pytest.fixture

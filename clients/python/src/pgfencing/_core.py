@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -20,28 +21,114 @@ from .errors import FencingError, LeaseLost, NotInTransaction, StaleToken
 
 logger = logging.getLogger("pgfencing")
 
-# Every statement is sent with prepare=False: PgBouncer in transaction
-# pooling mode hands each transaction another server connection, on which
-# a statement that psycopg prepared on the first one does not exist.
-ACQUIRE = "SELECT fencing.acquire_lease(%s, %s, %s, %s)"
-RENEW = "SELECT fencing.renew_lease(%s, %s, %s)"
-RELEASE = "SELECT fencing.release_lease(%s, %s)"
-USE = "SELECT fencing.use_lease(%s, %s)"
-SET_TOKEN = "SELECT fencing.set_token(%s)"
-TRY_LOCK = "SELECT fencing.try_lock(%s)"
-LOCK = "SELECT fencing.lock(%s, %s)"
+# Why every statement goes unbound.  A SELECT sent through the extended
+# protocol (bound parameters, named or unnamed statements, pipeline mode)
+# leaves its unnamed portal open when it completes, and that portal keeps
+# the statement's snapshot registered until the next Bind or simple query:
+# a READ COMMITTED transaction that then sits idle holding a lock or a
+# lease keeps backend_xmin set and holds back VACUUM in its database.  A
+# simple query drops its portal when it completes.  So pgfencing writes
+# each value into the statement and sends it as a simple query, never
+# prepared (PgBouncer in transaction pooling mode hands each transaction
+# another server connection, where a prepared statement does not exist);
+# in pipeline mode, where libpq allows only the extended protocol, a SHOW
+# that takes no snapshot follows and replaces the portal.
+#
+# A value written into the statement cannot break out of it, whatever the
+# session's client_encoding and standard_conforming_strings: text made of
+# printable ASCII other than ' and \ (the only characters with a meaning
+# inside '...') is written as it is; any other text goes as the hex digits
+# of its UTF-8 bytes, decoded by the server, so the statement is pure ASCII
+# with no escape that a multibyte client encoding could swallow.  A NUL,
+# which PostgreSQL text cannot hold, is refused before anything is sent.
+_PLAIN = re.compile(r"[ -&(-\[\]-~]*")
+
+TRY_LOCK = "SELECT fencing.try_lock({})"
+LOCK = "SELECT fencing.lock({}, {})"
+ACQUIRE = "SELECT fencing.acquire_lease({}, {}, {}, {})"
+RENEW = "SELECT fencing.renew_lease({}, {}, {})"
+RELEASE = "SELECT fencing.release_lease({}, {})"
+USE = "SELECT fencing.use_lease({}, {})"
+SET_TOKEN = "SELECT fencing.set_token({})"
 OWNED = (
     "SELECT EXISTS (SELECT 1 FROM fencing.leases"
     " WHERE database = pg_catalog.current_database()"
-    " AND name = fencing.normalize_name(%s) AND token = %s"
+    " AND name = fencing.normalize_name({}) AND token = {}"
     " AND expires_at > pg_catalog.clock_timestamp())"
 )
 LOCKED = (
     "SELECT EXISTS (SELECT 1 FROM fencing.leases"
     " WHERE database = pg_catalog.current_database()"
-    " AND name = fencing.normalize_name(%s)"
+    " AND name = fencing.normalize_name({})"
     " AND expires_at > pg_catalog.clock_timestamp())"
 )
+# Sent after a statement in pipeline mode: its Bind drops the unnamed
+# portal, and SHOW takes no snapshot.
+REPLACE_PORTAL = "SHOW transaction_isolation"
+
+
+def text(value: Optional[str], what: str) -> str:
+    """value as an SQL expression of type text (see above)."""
+    if value is None:
+        return "NULL::pg_catalog.text"
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character, which PostgreSQL text cannot hold")
+    if _PLAIN.fullmatch(value):
+        return f"'{value}'::pg_catalog.text"
+    return f"pg_catalog.convert_from(pg_catalog.decode('{value.encode('utf-8').hex()}', 'hex'), 'UTF8')"
+
+
+def bigint(value: int) -> str:
+    """A token as an SQL expression of type bigint."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"a token must be an int, not {type(value).__name__}")
+    return f"{value:d}::bigint"
+
+
+def sql_interval(value: Optional[datetime.timedelta]) -> str:
+    """A duration (never negative) as an SQL expression of type interval."""
+    if value is None:
+        return "NULL::interval"
+    return f"'{value.days} days {value.seconds} seconds {value.microseconds} microseconds'::interval"
+
+
+def seconds_interval(value: Optional[float]) -> str:
+    return sql_interval(None if value is None else interval(value))
+
+
+def try_lock_sql(name: str) -> str:
+    return TRY_LOCK.format(text(name, "the lock name"))
+
+
+def lock_sql(name: str, timeout: Optional[float]) -> str:
+    return LOCK.format(text(name, "the lock name"), seconds_interval(timeout))
+
+
+def use_sql(name: str, token: int) -> str:
+    return USE.format(text(name, "the lease name"), bigint(token))
+
+
+def set_token_sql(token: int) -> str:
+    return SET_TOKEN.format(bigint(token))
+
+
+def release_sql(name: str, token: int) -> str:
+    return RELEASE.format(text(name, "the lease name"), bigint(token))
+
+
+def renew_sql(name: str, token: int, ttl: Optional[float]) -> str:
+    return RENEW.format(text(name, "the lease name"), bigint(token), seconds_interval(ttl))
+
+
+def owned_sql(name: str, token: int) -> str:
+    return OWNED.format(text(name, "the lease name"), bigint(token))
+
+
+def locked_sql(name: str) -> str:
+    return LOCKED.format(text(name, "the lease name"))
+
 
 # acquire_lease waits at most this long per call (its cap, INT_MAX ms);
 # waiting without a limit repeats the call.
@@ -211,8 +298,9 @@ class LeaseState:
             raise LeaseLost(str(self.lost_reason)) from self.lost_reason
         return self.token
 
-    def params_acquire(self, wait: datetime.timedelta, holder: str) -> Tuple[Any, ...]:
-        return (self.name, interval(self.ttl), wait, holder)
+    def acquire_sql(self, wait: datetime.timedelta, holder: str) -> str:
+        return ACQUIRE.format(text(self.name, "the lease name"), seconds_interval(self.ttl),
+                              sql_interval(wait), text(holder, "the holder"))
 
 
 def stale_lost(name: str, err: FencingError) -> LeaseLost:

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Callable, Optional, Type, Union
 
 import psycopg
 from psycopg import pq
+from psycopg.rows import tuple_row
 
 from . import _core
 from .errors import Busy, LeaseLost, StaleToken, translate, translated
@@ -37,19 +38,19 @@ class _AsyncConnections:
         self.own = None
         self.own_mutex = asyncio.Lock()
 
-    async def call(self, query: str, params: tuple[Any, ...], *, renewal: bool = False,
+    async def call(self, query: str, *, renewal: bool = False,
                    timeout: Optional[float] = None) -> Any:
         if self.pool is not None:
             async with self.pool.connection(timeout=timeout) as conn:
-                return await _one(conn, query, params)
+                return await _one(conn, query)
         if self.conn is not None and not renewal:
-            return await _one(self.conn, query, params)
+            return await _one(self.conn, query)
         async with self.own_mutex:
             if self.own is None or self.own.closed:
                 self.own = await psycopg.AsyncConnection.connect(
                     self.conninfo or "", **_core.connect_kwargs())
             try:
-                return await _one(self.own, query, params)
+                return await _one(self.own, query)
             except psycopg.OperationalError:
                 if self.own.broken:
                     await self.own.close()
@@ -63,15 +64,22 @@ class _AsyncConnections:
                 self.own = None
 
 
-async def _one(conn: psycopg.AsyncConnection[Any], query: str, params: tuple[Any, ...]) -> Any:
+async def _run(conn: psycopg.AsyncConnection[Any], query: str) -> Any:
+    """Send one statement of _core unbound (_core says why) and return its
+    one value."""
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(query, prepare=False)
+        row = await cur.fetchone()
+    if conn.info.pipeline_status != pq.PipelineStatus.OFF:
+        await (await conn.execute(_core.REPLACE_PORTAL, prepare=False)).fetchall()
+    return row[0] if row else None
+
+
+async def _one(conn: psycopg.AsyncConnection[Any], query: str) -> Any:
     if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
         async with conn.transaction():
-            cur = await conn.execute(query, params, prepare=False)
-            row = await cur.fetchone()
-    else:
-        cur = await conn.execute(query, params, prepare=False)
-        row = await cur.fetchone()
-    return row[0] if row else None
+            return await _run(conn, query)
+    return await _run(conn, query)
 
 
 class Lease(_core.LeaseBase):
@@ -120,8 +128,7 @@ class Lease(_core.LeaseBase):
             wait = _core.wait_interval(blocking, remaining)
             sent = time.monotonic()
             with translated():
-                token = await self._connections.call(
-                    _core.ACQUIRE, self._state.params_acquire(wait, self.holder))
+                token = await self._connections.call(self._state.acquire_sql(wait, self.holder))
             if token is not None:
                 self._granted(token, sent)
                 return True
@@ -140,7 +147,7 @@ class Lease(_core.LeaseBase):
         self._state.token = None
         try:
             with translated():
-                released = await self._connections.call(_core.RELEASE, (self.name, token))
+                released = await self._connections.call(_core.release_sql(self.name, token))
         finally:
             await self._connections.close()
         if not released:
@@ -153,8 +160,7 @@ class Lease(_core.LeaseBase):
         try:
             with translated():
                 expires = await self._connections.call(
-                    _core.RENEW, (self.name, token, None if span is None else _core.interval(span)),
-                    renewal=True)
+                    _core.renew_sql(self.name, token, span), renewal=True)
         except LeaseLost as lost:
             self._lose(lost)
             raise
@@ -167,24 +173,24 @@ class Lease(_core.LeaseBase):
         if token is None or self.lost.is_set():
             return False
         with translated():
-            return bool(await self._connections.call(_core.OWNED, (self.name, token), renewal=True))
+            return bool(await self._connections.call(_core.owned_sql(self.name, token), renewal=True))
 
     async def locked(self) -> bool:
         with translated():
-            return bool(await self._connections.call(_core.LOCKED, (self.name,), renewal=True))
+            return bool(await self._connections.call(_core.locked_sql(self.name), renewal=True))
 
     async def use(self, conn: psycopg.AsyncConnection[Any]) -> int:
         token = self._state.check_usable("use()", self._lose)
         _core.require_transaction(conn, "use()")
         sent = time.monotonic()
-        await self._execute(conn, _core.USE, (self.name, token))
+        await self._execute(conn, _core.use_sql(self.name, token))
         self._state.renewed(sent, self.ttl, None)
         return token
 
     async def bind(self, conn: psycopg.AsyncConnection[Any]) -> int:
         token = self._state.check_usable("bind()", self._lose)
         _core.require_transaction(conn, "bind()")
-        await self._execute(conn, _core.SET_TOKEN, (token,))
+        await self._execute(conn, _core.set_token_sql(token))
         return token
 
     @contextlib.asynccontextmanager
@@ -199,10 +205,9 @@ class Lease(_core.LeaseBase):
             self._lose_on(err)
             raise
 
-    async def _execute(self, conn: psycopg.AsyncConnection[Any], query: str,
-                       params: tuple[Any, ...]) -> None:
+    async def _execute(self, conn: psycopg.AsyncConnection[Any], query: str) -> None:
         try:
-            await conn.execute(query, params, prepare=False)
+            await _run(conn, query)
         except psycopg.Error as exc:
             mapped = translate(exc)
             if mapped is None:
@@ -230,7 +235,7 @@ class Lease(_core.LeaseBase):
             try:
                 with translated():
                     expires = await self._connections.call(
-                        _core.RENEW, (self.name, token, None), renewal=True, timeout=interval)
+                        _core.renew_sql(self.name, token, None), renewal=True, timeout=interval)
             except LeaseLost as lost:
                 self._lose(lost)
                 return
@@ -264,20 +269,18 @@ class Lease(_core.LeaseBase):
 async def try_lock(conn: psycopg.AsyncConnection[Any], name: str) -> Optional[int]:
     """pgfencing.try_lock for an AsyncConnection."""
     _core.require_transaction(conn, "try_lock()")
+    query = _core.try_lock_sql(name)
     with translated(lock_held=True):
-        cur = await conn.execute(_core.TRY_LOCK, (name,), prepare=False)
-        row = await cur.fetchone()
-    return row[0] if row else None
+        return await _run(conn, query)
 
 
 async def lock(conn: psycopg.AsyncConnection[Any], name: str, timeout: Optional[float] = None) -> int:
     """pgfencing.lock for an AsyncConnection."""
     timeout = _core.seconds(timeout, "timeout", positive=False)
     _core.require_transaction(conn, "lock()")
+    query = _core.lock_sql(name, timeout)
     with translated(lock_held=True):
-        cur = await conn.execute(
-            _core.LOCK, (name, None if timeout is None else _core.interval(timeout)), prepare=False)
-        row = await cur.fetchone()
-    if row is None or row[0] is None:
+        token = await _run(conn, query)
+    if token is None:
         raise Busy(f'fencing lock "{name}" stayed held for the timeout of {timeout} s')
-    return int(row[0])
+    return int(token)

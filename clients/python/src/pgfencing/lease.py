@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Optional, Type, Union
 
 import psycopg
 from psycopg import pq
+from psycopg.rows import tuple_row
 
 from . import _core
 from .errors import Busy, LeaseLost, StaleToken, translate, translated
@@ -39,19 +40,18 @@ class _Connections:
         self.own = None
         self.own_mutex = threading.Lock()
 
-    def call(self, query: str, params: tuple[Any, ...], *, renewal: bool = False,
-             timeout: Optional[float] = None) -> Any:
+    def call(self, query: str, *, renewal: bool = False, timeout: Optional[float] = None) -> Any:
         """The one value of a statement, committed at once."""
         if self.pool is not None:
             with self.pool.connection(timeout=timeout) as conn:
-                return _one(conn, query, params)
+                return _one(conn, query)
         if self.conn is not None and not renewal:
-            return _one(self.conn, query, params)
+            return _one(self.conn, query)
         with self.own_mutex:
             if self.own is None or self.own.closed:
                 self.own = psycopg.Connection.connect(self.conninfo or "", **_core.connect_kwargs())
             try:
-                return _one(self.own, query, params)
+                return _one(self.own, query)
             except psycopg.OperationalError:
                 if self.own.broken:
                     self.own.close()
@@ -65,17 +65,26 @@ class _Connections:
                 self.own = None
 
 
-def _one(conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> Any:
+def _run(conn: psycopg.Connection[Any], query: str) -> Any:
+    """Send one statement of _core unbound (_core says why) and return its
+    one value."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(query, prepare=False)
+        row = cur.fetchone()
+    if conn.info.pipeline_status != pq.PipelineStatus.OFF:
+        conn.execute(_core.REPLACE_PORTAL, prepare=False).fetchall()
+    return row[0] if row else None
+
+
+def _one(conn: psycopg.Connection[Any], query: str) -> Any:
     """Run one statement and return its one value.  On an idle connection
     without autocommit it gets a transaction of its own, committed at once;
     in the caller's open transaction it simply runs (a lease call takes
     effect at once whatever that transaction does)."""
     if not conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
         with conn.transaction():
-            row = conn.execute(query, params, prepare=False).fetchone()
-    else:
-        row = conn.execute(query, params, prepare=False).fetchone()
-    return row[0] if row else None
+            return _run(conn, query)
+    return _run(conn, query)
 
 
 class Lease(_core.LeaseBase):
@@ -141,7 +150,7 @@ class Lease(_core.LeaseBase):
             wait = _core.wait_interval(blocking, remaining)
             sent = time.monotonic()
             with translated():
-                token = self._connections.call(_core.ACQUIRE, self._state.params_acquire(wait, self.holder))
+                token = self._connections.call(self._state.acquire_sql(wait, self.holder))
             if token is not None:
                 self._granted(token, sent)
                 return True
@@ -163,7 +172,7 @@ class Lease(_core.LeaseBase):
         self._state.token = None
         try:
             with translated():
-                released = self._connections.call(_core.RELEASE, (self.name, token))
+                released = self._connections.call(_core.release_sql(self.name, token))
         finally:
             self._connections.close()
         if not released:
@@ -177,9 +186,7 @@ class Lease(_core.LeaseBase):
         sent = time.monotonic()
         try:
             with translated():
-                expires = self._connections.call(
-                    _core.RENEW, (self.name, token, None if span is None else _core.interval(span)),
-                    renewal=True)
+                expires = self._connections.call(_core.renew_sql(self.name, token, span), renewal=True)
         except LeaseLost as lost:
             self._lose(lost)
             raise
@@ -193,12 +200,12 @@ class Lease(_core.LeaseBase):
         if token is None or self.lost.is_set():
             return False
         with translated():
-            return bool(self._connections.call(_core.OWNED, (self.name, token), renewal=True))
+            return bool(self._connections.call(_core.owned_sql(self.name, token), renewal=True))
 
     def locked(self) -> bool:
         """True when anybody holds a lease on the name."""
         with translated():
-            return bool(self._connections.call(_core.LOCKED, (self.name,), renewal=True))
+            return bool(self._connections.call(_core.locked_sql(self.name), renewal=True))
 
     # --- the work ---------------------------------------------------------------
 
@@ -212,7 +219,7 @@ class Lease(_core.LeaseBase):
         token = self._state.check_usable("use()", self._lose)
         _core.require_transaction(conn, "use()")
         sent = time.monotonic()
-        self._execute(conn, _core.USE, (self.name, token))
+        self._execute(conn, _core.use_sql(self.name, token))
         self._state.renewed(sent, self.ttl, None)
         return token
 
@@ -221,7 +228,7 @@ class Lease(_core.LeaseBase):
         (fencing.set_token), without use()'s check, renewal and fence."""
         token = self._state.check_usable("bind()", self._lose)
         _core.require_transaction(conn, "bind()")
-        self._execute(conn, _core.SET_TOKEN, (token,))
+        self._execute(conn, _core.set_token_sql(token))
         return token
 
     @contextlib.contextmanager
@@ -239,9 +246,9 @@ class Lease(_core.LeaseBase):
             self._lose_on(err)
             raise
 
-    def _execute(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> None:
+    def _execute(self, conn: psycopg.Connection[Any], query: str) -> None:
         try:
-            conn.execute(query, params, prepare=False)
+            _run(conn, query)
         except psycopg.Error as exc:
             mapped = translate(exc)
             if mapped is None:
@@ -272,7 +279,7 @@ class Lease(_core.LeaseBase):
             try:
                 with translated():
                     expires = self._connections.call(
-                        _core.RENEW, (self.name, token, None), renewal=True, timeout=interval)
+                        _core.renew_sql(self.name, token, None), renewal=True, timeout=interval)
             except LeaseLost as lost:
                 self._lose(lost)
                 return
@@ -317,9 +324,9 @@ def try_lock(conn: psycopg.Connection[Any], name: str) -> Optional[int]:
     when the name is held.  The lock ends with the transaction.  Refuses an
     autocommit connection outside a transaction block, and a pool."""
     _core.require_transaction(conn, "try_lock()")
+    query = _core.try_lock_sql(name)
     with translated(lock_held=True):
-        row = conn.execute(_core.TRY_LOCK, (name,), prepare=False).fetchone()
-    return row[0] if row else None
+        return _run(conn, query)
 
 
 def lock(conn: psycopg.Connection[Any], name: str, timeout: Optional[float] = None) -> int:
@@ -328,10 +335,9 @@ def lock(conn: psycopg.Connection[Any], name: str, timeout: Optional[float] = No
     the timeout passed."""
     timeout = _core.seconds(timeout, "timeout", positive=False)
     _core.require_transaction(conn, "lock()")
+    query = _core.lock_sql(name, timeout)
     with translated(lock_held=True):
-        row = conn.execute(
-            _core.LOCK, (name, None if timeout is None else _core.interval(timeout)),
-            prepare=False).fetchone()
-    if row is None or row[0] is None:
+        token = _run(conn, query)
+    if token is None:
         raise Busy(f'fencing lock "{name}" stayed held for the timeout of {timeout} s')
-    return int(row[0])
+    return int(token)
