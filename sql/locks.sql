@@ -90,6 +90,28 @@ SELECT count(*) AS rows_in_view FROM fencing.locks WHERE pid = pg_backend_pid();
 SELECT count(*) AS advisory_locks FROM pg_locks
 WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 
+-- L5 with many names held at once (more than the first sizes of the
+-- transaction's index of held locks, so that some names share a bucket):
+-- each name taken again returns its first token, through each function.
+BEGIN;
+CREATE TEMP TABLE first_grants ON COMMIT DROP AS
+SELECT i, fencing.try_lock('many names ' || i) AS token
+FROM generate_series(1, 300) i;
+SELECT count(*) AS names, count(DISTINCT token) AS distinct_tokens
+FROM first_grants;
+SELECT count(*) FILTER (WHERE fencing.held_token('many names ' || i) = token)
+		 AS held_token_same,
+	   count(*) FILTER (WHERE fencing.try_lock('Many  Names ' || i) = token)
+		 AS try_lock_same,
+	   count(*) FILTER (WHERE fencing.lock('MANY NAMES ' || i) = token)
+		 AS lock_same,
+	   count(*) FILTER (WHERE fencing.lock('many names ' || i, '1 second') = token)
+		 AS lock_timeout_same
+FROM first_grants;
+SELECT count(*) AS advisory_locks FROM pg_locks
+WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+COMMIT;
+
 -- The next transaction gets a new, higher token.
 BEGIN;
 SELECT fencing.try_lock('Invoice-Run:2026-10') > :t1 AS higher_token;

@@ -10,6 +10,12 @@
 # above that call's token (each call is timed by the server's clock before
 # and after the token).  fencing.stats counts one reservation per WAL record
 # written (pg_waldump counts the records), not one per waiting backend.
+#
+# Then ten sessions again: six draw tokens as fast as they can while three
+# call advance_token just above the latest token and one forces
+# reservations, each again and again, so that the counter is lifted while
+# it is drawn from: every token is unique and each session's tokens
+# strictly increase.
 
 use strict;
 use warnings;
@@ -20,6 +26,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(run_gated_clients);
 
 my $clients = 10;
 my $per_client = 2000;
@@ -229,6 +238,74 @@ is( $node->safe_psql(
 		'postgres', "SELECT tokens_issued - $start_issued FROM fencing.stats"),
 	$clients * $per_client + 3 * 3 + 1,
 	'fencing.stats counted every token (the clients\', the nine that crossed boundaries, and one)');
+
+# --- Drawing while the counter is lifted -----------------------------------
+# Six sessions draw tokens as fast as one statement can, while three others
+# call advance_token just above the latest token again and again (a lift
+# to a value the drawers are about to pass) and one forces a reservation
+# again and again (a lift of the counter to its clock floor).  A lift that
+# lands after draws it did not see would move the counter back: every
+# token must still be unique and each session's tokens strictly increase.
+$node->safe_psql('postgres',
+	'CREATE UNLOGGED TABLE drawn (session int, chunk int, tokens bigint[])');
+my $lift_seconds = 3;
+my @lift_scripts;
+for my $i (1 .. 6)
+{
+	push @lift_scripts, qq{DO \$\$
+DECLARE
+	start timestamptz := clock_timestamp();
+BEGIN
+	FOR chunk IN 1 .. 60 LOOP
+		EXIT WHEN clock_timestamp() > start + interval '$lift_seconds s';
+		INSERT INTO drawn VALUES ($i, chunk,
+			(SELECT array_agg(fencing.next_token()) FROM generate_series(1, 5000)));
+	END LOOP;
+END \$\$;
+};
+}
+for my $i (1 .. 3)
+{
+	push @lift_scripts, qq{DO \$\$
+DECLARE
+	start timestamptz := clock_timestamp();
+BEGIN
+	WHILE clock_timestamp() < start + interval '$lift_seconds s' LOOP
+		PERFORM count(fencing.advance_token(fencing.latest_token() + 2))
+		FROM generate_series(1, 1000);
+	END LOOP;
+END \$\$;
+};
+}
+push @lift_scripts, qq{DO \$\$
+DECLARE
+	start timestamptz := clock_timestamp();
+BEGIN
+	WHILE clock_timestamp() < start + interval '$lift_seconds s' LOOP
+		PERFORM fencing.advance_token(reserved_limit) FROM fencing.status();
+	END LOOP;
+END \$\$;
+};
+my $lift_reservations = $node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats');
+my ($lift_failed, $lift_stderr) = run_gated_clients($node, 1012, @lift_scripts);
+is($lift_failed, 0, 'the ten drawing and lifting sessions ran without error')
+  or diag($lift_stderr);
+my ($drawn, $distinct, $back, $sessions) = split /\|/, $node->safe_psql('postgres', q{
+	WITH t AS (
+		SELECT session, chunk, o, token
+		FROM drawn, unnest(tokens) WITH ORDINALITY AS u(token, o))
+	SELECT count(*), count(DISTINCT token),
+		   (SELECT count(*) FROM (
+				SELECT token <= lag(token) OVER (PARTITION BY session ORDER BY chunk, o) AS back
+				FROM t) b WHERE back),
+		   count(DISTINCT session)
+	FROM t});
+is($sessions, 6, 'all six drawing sessions drew');
+cmp_ok($drawn, '>', 6 * 5000, "they drew $drawn tokens while the counter was lifted");
+cmp_ok($node->safe_psql('postgres', 'SELECT reservations FROM fencing.stats') - $lift_reservations,
+	'>', 10, 'and reservations were made meanwhile');
+is($distinct, $drawn, 'every token drawn while the counter was lifted is distinct');
+is($back, 0, "each drawing session's tokens strictly increase while the counter is lifted");
 
 $node->stop;
 done_testing();

@@ -69,15 +69,47 @@ foreach my $call ('SELECT fencing.next_token()',
 	"SELECT fencing.lock_shared('standby lock', '1 second')",
 	"SELECT fencing.try_acquire('standby lock', 3)",
 	"SELECT fencing.acquire('standby lock', 3, '1 second')",
+	"SELECT fencing.held_token('standby lock')",
 	"SELECT fencing.check_fence('standby lock', 1)")
 {
+	my ($function) = $call =~ /(fencing\.\w+)\(/;
 	my ($ret, $stdout, $stderr) = $standby->psql('postgres', $call, @verbose);
 	isnt($ret, 0, "$call fails on the standby");
 	is($stdout, '', "$call returns nothing on the standby");
 	like($stderr, qr/ERROR:\s+25006:/, "$call: SQLSTATE 25006 (read_only_sql_transaction)");
-	like($stderr, qr/hot standby/, "$call: the message says hot standby");
+	like($stderr, qr/cannot call \Q$function()\E on a hot standby/,
+		"$call: the message names $function() and says hot standby");
 	like($stderr, qr/HINT:.*primary/, "$call: the hint points to the primary");
 }
+
+# The error comes before any advisory lock is taken: the session that got
+# it, still in its failed transaction (which would keep a transaction-level
+# advisory lock until it ends), holds none, as the standby's pg_locks shows.
+my $refused = $standby->background_psql('postgres', on_error_stop => 0);
+my $refused_pid = $refused->query_safe('SELECT pg_backend_pid()');
+foreach my $call ("SELECT fencing.try_lock('standby lock')",
+	"SELECT fencing.lock('standby lock')",
+	"SELECT fencing.try_lock_all(ARRAY['standby lock', 'other'])",
+	"SELECT fencing.lock_all(ARRAY['standby lock', 'other'])",
+	"SELECT fencing.lock_all(ARRAY['standby lock', 'other'], '1 second')",
+	"SELECT fencing.try_lock_shared('standby lock')",
+	"SELECT fencing.lock_shared('standby lock')",
+	"SELECT fencing.try_acquire('standby lock', 3)",
+	"SELECT fencing.acquire('standby lock', 3)",
+	"SELECT fencing.acquire('standby lock', 3, '1 second')")
+{
+	my ($function) = $call =~ /(fencing\.\w+)\(/;
+	$refused->query_safe('BEGIN');
+	$refused->query($call);
+	like($refused->{stderr}, qr/cannot call \Q$function()\E on a hot standby/,
+		"in a transaction on the standby, $call raises the standby error naming $function()");
+	$refused->{stderr} = '';
+	is($standby->safe_psql('postgres',
+		"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $refused_pid"),
+		'0', "$call on the standby took no advisory lock before its error");
+	$refused->query_safe('ROLLBACK');
+}
+$refused->quit;
 
 # latest_token works on the standby and shows the replayed limit.
 my $primary_latest = $primary->safe_psql('postgres', 'SELECT fencing.latest_token()');

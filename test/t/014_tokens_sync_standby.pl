@@ -109,9 +109,15 @@ sub start_waiting_call
 	$session->query_safe($setup) if defined $setup;
 	$session->query_until(qr/started/, "\\echo started\n$sql;\n");
 
+	# Until it waits, or has returned without waiting (then fail at once).
 	$primary->poll_query_until('postgres',
-		"SELECT wait_event = 'SyncRep' FROM pg_stat_activity WHERE pid = $pid")
-	  or die "$label: the call did not wait for the synchronous standby";
+		"SELECT wait_event = 'SyncRep'
+				OR (state = 'idle' AND strpos(query, \$q\$$sql\$q\$) > 0)
+		 FROM pg_stat_activity WHERE pid = $pid")
+	  or die "$label: the call neither waited nor returned";
+	is( $primary->safe_psql(
+			'postgres', "SELECT wait_event FROM pg_stat_activity WHERE pid = $pid"),
+		'SyncRep', "$label: the call waits for the synchronous standby");
 	return { session => $session, pid => $pid, label => $label };
 }
 

@@ -6,9 +6,14 @@
 # passed a reservation's record, the file is what carries its limit).  It
 # is replaced durably: its new content is flushed before the rename that
 # puts it in place, and the data directory is flushed after the rename, so
-# that a power loss leaves the old file or the new one, complete.  A shim
-# preloaded into the server (test/tools/fsync_log.c) logs every fsync and
-# rename; the server runs with fsync = on.  Checked for the two writers:
+# that a power loss leaves the old file or the new one, complete.  The
+# content is flushed through the descriptor that wrote it, before that is
+# closed (as PostgreSQL flushes its own files): a write-back error is
+# reported to an fsync of that descriptor, while an fsync through a
+# descriptor opened later (as durable_rename() makes) may not see it.  A
+# shim preloaded into the server (test/tools/fsync_log.c) logs every fsync
+# and rename, and every close of a descriptor with writes not yet flushed;
+# the server runs with fsync = on.  Checked for the two writers:
 #  - a backend's reservation;
 #  - redo, in crash recovery, of a reservation above the state file (a
 #    record written by test/tools/wal_record.c).
@@ -90,6 +95,8 @@ sub check_replacement
 	my @after = grep { $_->[0] eq $pid } @calls[ $at + 1 .. $#calls ];
 	ok((grep { $_->[1] =~ /^f(data)?sync$/ && $_->[2] eq $tmpfile } @before),
 		"$label: the new content is flushed before the rename");
+	ok(!(grep { $_->[1] eq 'close-unflushed' && $_->[2] eq $tmpfile } @before),
+		"$label: the descriptor that wrote the new content is flushed before it is closed");
 	ok((grep { $_->[1] =~ /^f(data)?sync$/ && $_->[2] eq $dir } @after),
 		"$label: the data directory is flushed after the rename");
 	return;

@@ -15,6 +15,11 @@
 # pg_cancel_backend: the waiter gets SQLSTATE 57014, its wait leaves
 # fencing.locks at once (before the client even rolls back), it holds no
 # lock afterwards, and its session goes on working.
+#
+# Part 3 (L3 after a wait): lock(), lock_shared() and lock_all(), with and
+# without a timeout, granted only after waiting for a holder, end with the
+# waiter's transaction (COMMIT or ROLLBACK): no advisory lock of the
+# waiter is left in pg_locks and another session gets the names at once.
 
 use strict;
 use warnings;
@@ -149,5 +154,64 @@ $waiter->query_safe('COMMIT');
 
 $holder->quit;
 $waiter->quit;
+
+# --- Part 3: a lock granted after a wait ends with its transaction ---------
+# The waiter's call is granted only once the holder's transaction ends; its
+# lock then ends with the waiter's own transaction (commit or rollback):
+# the waiter holds no advisory lock afterwards and another session gets
+# the name at once.
+$holder = $node->background_psql('postgres');
+$waiter = $node->background_psql('postgres');
+$waiter_pid = $waiter->query_safe('SELECT pg_backend_pid()');
+my $other = $node->background_psql('postgres');
+foreach my $case (
+	[ "fencing.lock('waited')", 'COMMIT' ],
+	[ "fencing.lock('waited')", 'ROLLBACK' ],
+	[ "fencing.lock('waited', '5 minutes')", 'COMMIT' ],
+	[ "fencing.lock('waited', '5 minutes')", 'ROLLBACK' ],
+	[ "fencing.lock_shared('waited')", 'COMMIT' ],
+	[ "fencing.lock_all(ARRAY['waited', 'waited too'])", 'COMMIT' ],
+	[ "fencing.lock_all(ARRAY['waited', 'waited too'], '5 minutes')", 'COMMIT' ])
+{
+	my ($call, $end) = @$case;
+	my $what = "$call granted after a wait, then $end";
+
+	$holder->query_safe('BEGIN');
+	my $held = $holder->query_safe("SELECT fencing.try_lock('waited')");
+	like($held, qr/^\d+$/, "$what: the holder takes the name first")
+	  or last;
+	$waiter->query_safe('BEGIN');
+	$waiter->{stdin} .= "SELECT $call;\n";
+	$waiter->{run}->pump_nb;
+	ok( $node->poll_query_until(
+			'postgres',
+			"SELECT count(*) > 0 FROM pg_locks
+			  WHERE pid = $waiter_pid AND locktype = 'advisory' AND NOT granted"),
+		"$what: the waiter waits");
+	$holder->query_safe('COMMIT');
+	my ($token, $again) = split /\n/,
+	  $waiter->query_safe("SELECT fencing.held_token('waited')");
+	like($token, qr/^\d+$/, "$what: granted once the holder committed");
+	cmp_ok($token, '>', $held, "$what: with a token above the holder's");
+	is($again, $token, "$what: held_token() in its transaction returns it");
+	$waiter->query_safe($end);
+
+	my $released = is(
+		$node->safe_psql(
+			'postgres', "SELECT count(*) FROM pg_locks
+			  WHERE pid = $waiter_pid AND locktype = 'advisory'"),
+		0, "$what: the waiter holds no advisory lock after its $end");
+	$other->query_safe('BEGIN');
+	$released &= like(
+		$other->query_safe("SELECT fencing.try_lock_all(ARRAY['waited', 'waited too'])"),
+		qr/^\d+$/, "$what: another session gets the names at once");
+	$other->query_safe('ROLLBACK');
+	# A lock left behind would be granted again at once to the waiter.
+	last unless $released;
+}
+$holder->quit;
+$waiter->quit;
+$other->quit;
+
 $node->stop;
 done_testing();

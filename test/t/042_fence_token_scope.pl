@@ -16,7 +16,10 @@
 #  3. connection options (PGOPTIONS, options= in the connection string):
 #     the connection is refused; an empty value is allowed;
 #  4. postgresql.conf: logged and ignored, at start and at reload;
-#  5. PgBouncer in transaction pooling mode: a client's session-level SET
+#  5. a session-level SET in an earlier transaction: INSERT, UPDATE and
+#     DELETE without a token of their own are rejected, and an INSERT's own
+#     fence is not compared with the earlier value;
+#  6. PgBouncer in transaction pooling mode: a client's session-level SET
 #     stays on the server connection, but the next client's token-less
 #     write on that connection is rejected.
 #
@@ -212,7 +215,52 @@ close($cfh);
 $node->restart;
 
 ########################################################################
-# 5. PgBouncer, transaction pooling, one server connection
+# 5. a session-level SET in an earlier transaction, one connection
+########################################################################
+
+{
+	my $token = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+	my $later = $node->safe_psql('postgres', 'SELECT fencing.next_token()');
+	my $session = $node->background_psql('postgres', on_error_stop => 0);
+	$session->query_safe('\set VERBOSITY verbose');
+	$session->query_safe("SET fencing.token = $token");
+	is($session->query_safe('SHOW fencing.token'), $token,
+		'a session-level SET leaves the value set after its transaction');
+
+	foreach my $case (
+		[ 'INSERT', 'INSERT INTO ledger (id, v) VALUES (2, 0)' ],
+		[ 'INSERT in an explicit transaction',
+			'BEGIN; INSERT INTO ledger (id, v) VALUES (2, 0); COMMIT' ],
+		[ 'INSERT ... SELECT', 'INSERT INTO ledger (id, v) SELECT 2, 0' ],
+		[ 'UPDATE', 'UPDATE ledger SET v = v + 1 WHERE id = 1' ],
+		[ 'DELETE', 'DELETE FROM ledger WHERE id = 1' ])
+	{
+		my ($what, $sql) = @$case;
+		$session->query($sql);
+		like($session->{stderr}, qr/FN001: missing fence token/,
+			"session-level SET in an earlier transaction: a token-less $what is rejected with FN001");
+		like($session->{stderr}, qr/set in an earlier transaction/,
+			"session-level SET in an earlier transaction: $what is told why");
+		$session->{stderr} = '';
+		$session->query('ROLLBACK') if $sql =~ /^BEGIN/;
+		$session->{stderr} = '';
+	}
+
+	# The earlier value neither stamps nor contradicts a fence the INSERT
+	# sets itself: a row inserted with another token lands with that token.
+	$session->query_safe("INSERT INTO ledger (id, v, fence) VALUES (3, 0, $later)");
+	is($node->safe_psql('postgres', 'SELECT fence FROM ledger WHERE id = 3'),
+		$later, 'an INSERT with its own fence is not held to the earlier session-level value');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM ledger WHERE id = 2'),
+		'0', 'no token-less INSERT landed');
+	$session->query_safe("BEGIN; SET LOCAL fencing.token = $later; DELETE FROM ledger WHERE id = 3; COMMIT");
+	$session->query_safe('RESET fencing.token');
+	$session->quit;
+}
+is($node->safe_psql('postgres', 'SELECT v, fence FROM ledger'), '0|10', 'the row is unchanged');
+
+########################################################################
+# 6. PgBouncer, transaction pooling, one server connection
 ########################################################################
 
 SKIP:
