@@ -3,8 +3,10 @@
 # The renewal from the background: it keeps a lease while the work
 # connection is busy for longer than the ttl (and, without it, the lease is
 # lost), it survives losing its own connection, and it stops, sets lost and
-# calls on_lost when the lease is broken.
+# calls on_lost when the lease is broken; a renewal that cannot get
+# through loses the lease no later than the server's expiry.
 
+import contextlib
 import threading
 import time
 
@@ -85,3 +87,34 @@ def test_a_broken_lease_is_lost_and_calls_on_lost(admin):
         with pytest.raises(pgfencing.LeaseLost):
             lease.use(conn)
         conn.rollback()
+
+
+def test_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling_proxy):
+    """renew(ttl=60) by hand, then the background renewals (ttl NULL) put
+    the server's expiry back to the lease's own ttl from each renewal: when
+    the network stalls, the lease must be lost within that ttl of the last
+    renewal, not 60 s after the manual one."""
+    name = unique("stalled")
+    ttl = 3
+    lost_at = []
+    lease = pgfencing.Lease(stalling_proxy.conninfo(), name, ttl=ttl, raise_on_release_error=False,
+                            on_lost=lambda _: lost_at.append(time.monotonic()))
+    assert lease.acquire(blocking=False)
+    try:
+        lease.renew(ttl=60)
+        wait_for(lambda: admin.execute(
+            "SELECT expires_at - now() < interval '10 s' FROM fencing.leases WHERE name = %s",
+            (name,)).fetchone()[0], 3 * ttl, "a background renewal with the lease's own ttl")
+        stalling_proxy.stall()
+        stalled = time.monotonic()
+        expiry = admin.execute(
+            "SELECT extract(epoch FROM expires_at - clock_timestamp()) FROM fencing.leases WHERE name = %s",
+            (name,)).fetchone()[0]
+        assert float(expiry) <= ttl
+        assert lease.lost.wait(ttl + 2), \
+            f"not lost {ttl + 2} s after the stall (the server's lease expired {float(expiry):.1f} s after it)"
+        assert lost_at and lost_at[0] - stalled <= ttl + 2
+    finally:
+        stalling_proxy.resume()
+        with contextlib.suppress(pgfencing.FencingError):
+            lease.release()
