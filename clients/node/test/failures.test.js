@@ -11,8 +11,8 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { Lease } = require('pg-fencing');
-const { unique, pool, admin } = require('./helpers');
+const { Lease, StaleTokenError, LeaseLostError } = require('pg-fencing');
+const { unique, pool, admin, ledger } = require('./helpers');
 
 async function held(name) {
   const { rows } = await admin((c) => c.query(
@@ -38,3 +38,75 @@ test('a release that did not get through keeps the lease for another try', async
     await p.end();
   }
 });
+
+async function batchTest(fn) {
+  const table = await ledger();
+  const p = pool();
+  const client = await p.connect();
+  try {
+    await fn(p, client, table);
+  } finally {
+    client.release();
+    await p.end();
+  }
+}
+
+const amounts = async (table) => (await admin((c) => c.query(
+  `SELECT amount FROM ${table} ORDER BY id`))).rows.map((r) => r.amount);
+
+test('a batch whose callback caught a stale write throws StaleTokenError', () => batchTest(async (p, client, table) => {
+  const lease = await Lease.acquire(p, unique('caught'));
+  await admin((c) => c.query(`UPDATE ${table} SET fence = fencing.next_token() WHERE id = 2`));
+  let caught = null;
+  await assert.rejects(lease.transaction(client, async (c) => {
+    await c.query(`UPDATE ${table} SET amount = 7 WHERE id = 1`);
+    await c.query(`UPDATE ${table} SET amount = 9 WHERE id = 2`).catch((err) => { caught = err.code; });
+  }), (err) => err instanceof StaleTokenError && err.code === 'FN001');
+  assert.equal(caught, 'FN001');
+  assert.equal(lease.lost, true);
+  assert.deepEqual(await amounts(table), [0, 0]);
+  assert.equal((await client.query('SELECT 1 AS one')).rows[0].one, 1); // the client is out of the batch
+  await lease.release().catch(() => {});
+}));
+
+test('a batch whose callback caught the lease lost throws LeaseLostError', () => batchTest(async (p, client, table) => {
+  const name = unique('caught-lost');
+  const lease = await Lease.acquire(p, name);
+  let caught = null;
+  await assert.rejects(lease.transaction(client, async (c) => {
+    await c.query(`UPDATE ${table} SET amount = 7 WHERE id = 1`);
+    await admin((a) => a.query('SELECT fencing.break_lease($1)', [name]));
+    await c.query('SELECT fencing.use_lease($1, $2)', [name, lease.token.toString()])
+      .catch((err) => { caught = err.code; });
+  }), (err) => err instanceof LeaseLostError && err.code === 'FN004');
+  assert.equal(caught, 'FN004');
+  assert.equal(lease.lost, true);
+  assert.deepEqual(await amounts(table), [0, 0]);
+  await lease.release().catch(() => {});
+}));
+
+test('a batch whose callback caught another error is not a success', () => batchTest(async (p, client, table) => {
+  const lease = await Lease.acquire(p, unique('caught-other'));
+  await assert.rejects(lease.transaction(client, async (c) => {
+    await c.query(`UPDATE ${table} SET amount = 7 WHERE id = 1`);
+    await c.query('SELECT 1/0').catch(() => {});
+  }), (err) => err.code === '22012');
+  assert.equal(lease.lost, false);
+  assert.deepEqual(await amounts(table), [0, 0]);
+  await lease.transaction(client, (c) => c.query(`UPDATE ${table} SET amount = 8 WHERE id = 1`));
+  assert.deepEqual(await amounts(table), [8, 0]);
+  await lease.release();
+}));
+
+test('a savepoint the callback rolled back to leaves a batch that commits', () => batchTest(async (p, client, table) => {
+  const lease = await Lease.acquire(p, unique('savepoint'));
+  await lease.transaction(client, async (c) => {
+    await c.query(`UPDATE ${table} SET amount = 7 WHERE id = 1`);
+    await c.query('SAVEPOINT s');
+    await c.query('SELECT 1/0').catch(() => {});
+    await c.query('ROLLBACK TO SAVEPOINT s');
+  });
+  assert.equal(lease.lost, false);
+  assert.deepEqual(await amounts(table), [7, 0]);
+  await lease.release();
+}));

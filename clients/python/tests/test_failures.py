@@ -68,3 +68,75 @@ def test_a_release_that_did_not_get_through_keeps_the_token(admin):
     lease.release()
     assert lease.token is None
     assert held(admin, name) == 0
+
+
+def test_a_batch_whose_block_caught_its_failure_is_not_a_success(ledger, admin):
+    name = unique("caught")
+    with pgfencing.Lease(conninfo(), name, ttl=30) as lease, psycopg.connect(conninfo()) as conn:
+        admin.execute(f"UPDATE {ledger} SET fence = fencing.next_token() WHERE id = 2")  # a newer holder's row
+        with pytest.raises(psycopg.Error) as raised:
+            with lease.transaction(conn):
+                conn.execute(f"UPDATE {ledger} SET amount = 7 WHERE id = 1")
+                try:
+                    conn.execute(f"UPDATE {ledger} SET amount = 9 WHERE id = 2")
+                except psycopg.Error as exc:
+                    caught = exc.sqlstate
+        assert caught == "FN001"
+        assert raised.value.sqlstate == "25P02"
+        assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+        assert admin.execute(f"SELECT amount FROM {ledger} ORDER BY id").fetchall() == [(0,), (0,)]
+        # the lease itself is still held: the next batch goes on
+        with lease.transaction(conn):
+            conn.execute(f"UPDATE {ledger} SET amount = 8 WHERE id = 1")
+    assert admin.execute(f"SELECT amount FROM {ledger} WHERE id = 1").fetchone() == (8,)
+
+
+def test_a_batch_whose_block_caught_the_lease_lost_raises_lease_lost(ledger, admin):
+    name = unique("caught-lost")
+    lease = pgfencing.Lease(conninfo(), name, ttl=30, raise_on_release_error=False)
+    with lease, psycopg.connect(conninfo()) as conn:
+        with pytest.raises(pgfencing.LeaseLost):
+            with lease.transaction(conn):
+                conn.execute(f"UPDATE {ledger} SET amount = 7 WHERE id = 1")
+                admin.execute("SELECT fencing.break_lease(%s)", (name,))
+                try:
+                    conn.execute("SELECT fencing.use_lease(%s, %s)", (name, lease.token))
+                except psycopg.Error as exc:
+                    caught = exc.sqlstate
+        assert caught == "FN004"
+        assert lease.lost.is_set()
+        assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+    assert admin.execute(f"SELECT amount FROM {ledger} WHERE id = 1").fetchone() == (0,)
+
+
+def test_a_savepoint_the_block_rolled_back_to_leaves_a_batch_that_commits(ledger, admin):
+    name = unique("savepoint")
+    with pgfencing.Lease(conninfo(), name, ttl=30) as lease, psycopg.connect(conninfo()) as conn:
+        with lease.transaction(conn):
+            conn.execute(f"UPDATE {ledger} SET amount = 7 WHERE id = 1")
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                with conn.transaction():
+                    conn.execute("SELECT 1/0")
+        assert not lease.lost.is_set()
+    assert admin.execute(f"SELECT amount FROM {ledger} WHERE id = 1").fetchone() == (7,)
+
+
+def test_async_a_batch_whose_block_caught_its_failure_is_not_a_success(ledger, admin):
+    name = unique("caught-aio")
+    admin.execute(f"UPDATE {ledger} SET fence = fencing.next_token() WHERE id = 2")
+
+    async def main():
+        async with pgfencing.aio.Lease(conninfo(), name, ttl=30) as lease:
+            async with await psycopg.AsyncConnection.connect(conninfo()) as conn:
+                with pytest.raises(psycopg.Error) as raised:
+                    async with lease.transaction(conn):
+                        await conn.execute(f"UPDATE {ledger} SET amount = 7 WHERE id = 1")
+                        try:
+                            await conn.execute(f"UPDATE {ledger} SET amount = 9 WHERE id = 2")
+                        except psycopg.Error:
+                            pass
+                assert raised.value.sqlstate == "25P02"
+                assert conn.info.transaction_status == pq.TransactionStatus.IDLE
+
+    asyncio.run(main())
+    assert admin.execute(f"SELECT amount FROM {ledger} ORDER BY id").fetchall() == [(0,), (0,)]
