@@ -14,7 +14,10 @@
 //     }
 //   } finally { await lease.release(); }
 //
-// Tokens exceed 2^53: they are BigInt here, and go to the server as text.
+// Tokens exceed 2^53: they are BigInt here, and cross the wire as text both
+// ways (every statement selects its token ::text, so an application's int8
+// parser, pg.defaults.parseInt8 or types.setTypeParser(20, ...), never
+// touches one).
 
 'use strict';
 
@@ -170,7 +173,7 @@ async function inTransaction(client, what, text, values, options) {
 // fencing.try_lock in the client's transaction: the token (BigInt), or null
 // when the name is held.  The lock ends with the transaction.
 async function tryLock(client, name) {
-  const { rows } = await inTransaction(client, 'tryLock()', 'SELECT fencing.try_lock($1) AS token',
+  const { rows } = await inTransaction(client, 'tryLock()', 'SELECT fencing.try_lock($1)::text AS token',
     [name], { lockHeld: true });
   return bigint(rows[0].token);
 }
@@ -179,7 +182,7 @@ async function tryLock(client, name) {
 // as long as it takes) and returns the token; BusyError when it passed.
 async function lock(client, name, { timeoutMs = null } = {}) {
   const ms = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
-  const { rows } = await inTransaction(client, 'lock()', 'SELECT fencing.lock($1, $2) AS token',
+  const { rows } = await inTransaction(client, 'lock()', 'SELECT fencing.lock($1, $2)::text AS token',
     [name, ms === null ? null : interval(ms)], { lockHeld: true });
   if (rows[0].token === null) {
     throw new BusyError(`fencing lock "${name}" stayed held for ${ms} ms`);
@@ -189,7 +192,7 @@ async function lock(client, name, { timeoutMs = null } = {}) {
 
 // --- leases -----------------------------------------------------------------------------
 
-const ACQUIRE = 'SELECT fencing.acquire_lease($1, $2, $3, $4) AS token';
+const ACQUIRE = 'SELECT fencing.acquire_lease($1, $2, $3, $4)::text AS token';
 const RENEW = 'SELECT fencing.renew_lease($1, $2, $3) AS expires_at';
 const RELEASE = 'SELECT fencing.release_lease($1, $2) AS released';
 const USE = 'SELECT fencing.use_lease($1, $2)';
@@ -243,7 +246,7 @@ class Lease extends EventEmitter {
       const sentAt = performance.now();
       const { rows } = await poolQuery(pool, ACQUIRE, [name, interval(ttl), interval(wait), who]);
       if (rows[0].token !== null) {
-        const lease = new Lease(pool, name, BigInt(rows[0].token), ttl, sentAt);
+        const lease = new Lease(pool, name, bigint(rows[0].token), ttl, sentAt);
         if (renew) lease._scheduleRenewal(ttl / 3);
         return lease;
       }
