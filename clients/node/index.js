@@ -220,12 +220,14 @@ class Lease extends EventEmitter {
     this.ttlMs = ttlMs;
     this._token = token;
     this._controller = new AbortController();
-    this._deadline = sentAt + ttlMs;
+    // {sent, ttl, answered} of each renewal that may have been the last one
+    // the server applied (the acquisition first); see _settle().
+    this._renewals = [{ sent: sentAt, ttl: ttlMs, answered: performance.now() }];
     this._released = false;
     this._renewTimer = null;
     this._watchdog = null;
     this.expiresAt = null;
-    this._armWatchdog();
+    this._settle();
   }
 
   // Take the lease: a Lease, or null when the name stayed held for
@@ -295,9 +297,13 @@ class Lease extends EventEmitter {
   async use(client) {
     this._checkUsable('use()');
     requireClient(client, 'use()');
-    const sentAt = performance.now();
-    await this._work(client, USE);
-    this._renewed(sentAt, this.ttlMs);
+    const renewal = this._renewing(this.ttlMs);
+    try {
+      await this._work(client, USE);
+    } finally {
+      renewal.answered = performance.now();
+    }
+    this._renewed(renewal);
     return this._token;
   }
 
@@ -333,7 +339,7 @@ class Lease extends EventEmitter {
   async renew({ ttlMs } = {}) {
     const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
     this._checkUsable('renew()');
-    const sentAt = performance.now();
+    const renewal = this._renewing(ttl === null ? this.ttlMs : ttl);
     let rows;
     try {
       ({ rows } = await poolQuery(this.pool, RENEW,
@@ -341,8 +347,10 @@ class Lease extends EventEmitter {
     } catch (err) {
       this._loseOn(err);
       throw err;
+    } finally {
+      renewal.answered = performance.now();
     }
-    this._renewed(sentAt, ttl === null ? this.ttlMs : ttl);
+    this._renewed(renewal);
     this.expiresAt = rows[0].expires_at;
     return this.expiresAt;
   }
@@ -392,9 +400,33 @@ class Lease extends EventEmitter {
       `${this.ttlMs} ms: it may have expired`);
   }
 
-  _renewed(sentAt, ttl) {
+  // A renewal for ttl ms is sent now.  A renewal sets the server's expiry
+  // to when it runs plus its ttl (the one it asks for, or the lease's own
+  // when it asks for none), replacing the expiry before it, also a later
+  // one; it runs after it was sent, so the expiry it sets is at or after
+  // sent + ttl here.  The deadline may come sooner from now on.
+  _renewing(ttl) {
+    const renewal = { sent: performance.now(), ttl, answered: Infinity };
+    this._renewals.push(renewal);
+    this._settle();
+    return renewal;
+  }
+
+  // The renewal succeeded: it ran after every renewal answered before it
+  // was sent, none of which is the last one applied any more.
+  _renewed(renewal) {
+    this._renewals = this._renewals.filter((r) => r === renewal || r.answered >= renewal.sent);
+    this._settle();
+  }
+
+  // Renewals overlap (the timer's, renew(), use()) and the server may apply
+  // them in another order than their answers come back: the deadline is
+  // the earliest sent + ttl of those that may have been the last one
+  // applied, each from when it is sent until a successful renewal sent
+  // after its answer came back.
+  _settle() {
     if (this.lost) return;
-    this._deadline = Math.max(this._deadline, sentAt + ttl);
+    this._deadline = Math.min(...this._renewals.map((r) => r.sent + r.ttl));
     this._armWatchdog();
   }
 
@@ -407,12 +439,14 @@ class Lease extends EventEmitter {
     this._renewTimer = null;
     if (this._released || this.lost) return;
     const every = this.ttlMs / 3;
-    const sentAt = performance.now();
+    const renewal = this._renewing(this.ttlMs);
     try {
       const { rows } = await poolQuery(this.pool, RENEW, [this.name, this._token.toString(), null]);
+      renewal.answered = performance.now();
       this.expiresAt = rows[0].expires_at;
-      this._renewed(sentAt, this.ttlMs);
+      this._renewed(renewal);
     } catch (err) {
+      renewal.answered = performance.now();
       if (err instanceof LeaseLostError) {
         this._lose(err);
         return;

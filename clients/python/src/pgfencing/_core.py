@@ -155,8 +155,15 @@ class LeaseState:
     renewal.
 
     The deadline is when the lease has surely expired on the server
-    without a renewal: the local time a successful renewal was sent, plus
-    the ttl (the server's expiry is at or after it).
+    without a renewal.  A renewal sets the server's expiry to when it runs
+    plus its ttl (the one it asks for, or the lease's own when it asks for
+    none), replacing the expiry before it, also a later one; it runs after
+    it was sent, so the expiry it sets is at or after sent + ttl here.
+    Renewals overlap (the background's, renew(), use()) and the server may
+    apply them in another order than their answers come back, so the
+    deadline is the earliest sent + ttl of the renewals that may have been
+    the last one applied: each one from when it is sent until a successful
+    renewal sent after its answer came back (which ran after it).
     """
 
     def __init__(self, name: str, ttl: float) -> None:
@@ -168,19 +175,44 @@ class LeaseState:
         self.lost_reason: Optional[LeaseLost] = None
         self.callbacks: List[Callable[[Any], None]] = []
         self.mutex = threading.Lock()
+        # [sent, ttl, answered (inf while in flight)] of each renewal that
+        # may have been the last one the server applied
+        self.renewals: List[List[float]] = []
 
     def granted(self, token: int, sent: float) -> None:
         with self.mutex:
             self.token = token
-            self.deadline = sent + self.ttl
+            self.renewals = [[sent, self.ttl, time.monotonic()]]
             self.lost_reason = None
+            self._settle()
 
-    def renewed(self, sent: float, ttl: float, expires_at: Optional[datetime.datetime]) -> None:
+    def renewing(self, ttl: Optional[float]) -> List[float]:
+        """A renewal for ttl seconds (None: the lease's own) is sent now;
+        answered() is to be told when its answer or its error comes back
+        (it ran before that, or not at all), and renewed() when it
+        succeeded."""
         with self.mutex:
-            if self.lost_reason is None:
-                self.deadline = max(self.deadline, sent + ttl)
-                if expires_at is not None:
-                    self.expires_at = expires_at
+            renewal = [time.monotonic(), ttl or self.ttl, float("inf")]
+            self.renewals.append(renewal)
+            self._settle()
+            return renewal
+
+    def answered(self, renewal: List[float]) -> None:
+        with self.mutex:
+            renewal[2] = time.monotonic()
+
+    def renewed(self, renewal: List[float], expires_at: Optional[datetime.datetime]) -> None:
+        """The renewal succeeded: it ran after every renewal answered
+        before it was sent, none of which is the last one applied."""
+        with self.mutex:
+            self.renewals = [r for r in self.renewals if r is renewal or r[2] >= renewal[0]]
+            if expires_at is not None:
+                self.expires_at = expires_at
+            self._settle()
+
+    def _settle(self) -> None:
+        if self.lost_reason is None:
+            self.deadline = min(sent + ttl for sent, ttl, _ in self.renewals)
 
     def overdue(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -302,6 +334,20 @@ class LeaseBase:
             self._lose(err)
         elif isinstance(err, StaleToken):
             self._lose(stale_lost(self.name, err))
+
+    def _arm_watchdog(self) -> None:
+        """What the subclass arms to lose the lease at its deadline."""
+
+    def _renewing(self, ttl: Optional[float]) -> List[float]:
+        """A renewal is sent: the deadline may come sooner (it may run and
+        set a shorter expiry than the one before)."""
+        renewal = self._state.renewing(ttl)
+        self._arm_watchdog()
+        return renewal
+
+    def _renewed(self, renewal: List[float], expires_at: Any) -> None:
+        self._state.renewed(renewal, expires_at)
+        self._arm_watchdog()
 
     def _renewal_failed(self, exc: Exception, interval: float) -> Optional[float]:
         """After a renewal failed for a reason other than FN004: the pause

@@ -149,7 +149,7 @@ class Lease(_core.LeaseBase):
     async def renew(self, ttl: Optional[float] = None) -> Any:
         span = _core.seconds(ttl, "ttl", positive=True)
         token = self._state.check_usable("renew()", self._lose)
-        sent = time.monotonic()
+        renewal = self._renewing(span)
         try:
             with translated():
                 expires = await self._connections.call(
@@ -158,8 +158,9 @@ class Lease(_core.LeaseBase):
         except LeaseLost as lost:
             self._lose(lost)
             raise
-        self._state.renewed(sent, span or self.ttl, expires)
-        self._arm_watchdog()
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, expires)
         return expires
 
     async def owned(self) -> bool:
@@ -176,9 +177,12 @@ class Lease(_core.LeaseBase):
     async def use(self, conn: psycopg.AsyncConnection[Any]) -> int:
         token = self._state.check_usable("use()", self._lose)
         _core.require_transaction(conn, "use()")
-        sent = time.monotonic()
-        await self._execute(conn, _core.USE, (self.name, token))
-        self._state.renewed(sent, self.ttl, None)
+        renewal = self._renewing(None)
+        try:
+            await self._execute(conn, _core.USE, (self.name, token))
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, None)
         return token
 
     async def bind(self, conn: psycopg.AsyncConnection[Any]) -> int:
@@ -226,7 +230,7 @@ class Lease(_core.LeaseBase):
             token = self._state.token
             if token is None or self.lost.is_set():
                 return
-            sent = time.monotonic()
+            renewal = self._renewing(None)
             try:
                 with translated():
                     expires = await self._connections.call(
@@ -235,13 +239,14 @@ class Lease(_core.LeaseBase):
                 self._lose(lost)
                 return
             except Exception as exc:  # a lost connection, an exhausted pool
+                self._state.answered(renewal)
                 retry = self._renewal_failed(exc, interval)
                 if retry is None:
                     return
                 pause = retry
                 continue
-            self._state.renewed(sent, self.ttl, expires)
-            self._arm_watchdog()
+            self._state.answered(renewal)
+            self._renewed(renewal, expires)
             pause = interval
 
     def _arm_watchdog(self) -> None:

@@ -174,7 +174,7 @@ class Lease(_core.LeaseBase):
         the new expiry.  LeaseLost when it is not held any more."""
         span = _core.seconds(ttl, "ttl", positive=True)
         token = self._state.check_usable("renew()", self._lose)
-        sent = time.monotonic()
+        renewal = self._renewing(span)
         try:
             with translated():
                 expires = self._connections.call(
@@ -183,8 +183,9 @@ class Lease(_core.LeaseBase):
         except LeaseLost as lost:
             self._lose(lost)
             raise
-        self._state.renewed(sent, span or self.ttl, expires)
-        self._arm_watchdog()
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, expires)
         return expires
 
     def owned(self) -> bool:
@@ -211,9 +212,12 @@ class Lease(_core.LeaseBase):
         block.  Returns the token."""
         token = self._state.check_usable("use()", self._lose)
         _core.require_transaction(conn, "use()")
-        sent = time.monotonic()
-        self._execute(conn, _core.USE, (self.name, token))
-        self._state.renewed(sent, self.ttl, None)
+        renewal = self._renewing(None)
+        try:
+            self._execute(conn, _core.USE, (self.name, token))
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, None)
         return token
 
     def bind(self, conn: psycopg.Connection[Any]) -> int:
@@ -268,7 +272,7 @@ class Lease(_core.LeaseBase):
             token = self._state.token
             if token is None or self.lost.is_set():
                 return
-            sent = time.monotonic()
+            renewal = self._renewing(None)
             try:
                 with translated():
                     expires = self._connections.call(
@@ -277,13 +281,14 @@ class Lease(_core.LeaseBase):
                 self._lose(lost)
                 return
             except Exception as exc:  # a lost connection, an exhausted pool
+                self._state.answered(renewal)
                 retry = self._renewal_failed(exc, interval)
                 if retry is None:
                     return
                 pause = retry
                 continue
-            self._state.renewed(sent, self.ttl, expires)
-            self._arm_watchdog()
+            self._state.answered(renewal)
+            self._renewed(renewal, expires)
             pause = interval
 
     def _arm_watchdog(self) -> None:
