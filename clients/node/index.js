@@ -364,12 +364,19 @@ class Lease extends EventEmitter {
 
   // Free the lease.  LeaseLostError when the server no longer held it with
   // this token (it expired or was broken: work after that may have been
-  // fenced out).
+  // fenced out).  A release that did not get through (no client, a lost
+  // connection) leaves the lease to be released again.
   async release() {
     if (this._released) throw new FencingError(`fencing lease "${this.name}" is already released`);
     this._released = true;
     this._stopTimers();
-    const { rows } = await poolQuery(this.pool, RELEASE, [this.name, this._token.toString()]);
+    let rows;
+    try {
+      ({ rows } = await poolQuery(this.pool, RELEASE, [this.name, this._token.toString()]));
+    } catch (err) {
+      this._released = false;
+      throw err;
+    }
     if (!rows[0].released) {
       throw new LeaseLostError(`fencing lease "${this.name}" was not held with token ${this._token} any more`);
     }

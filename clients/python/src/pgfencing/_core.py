@@ -110,6 +110,14 @@ def require_transaction(conn: Any, what: str) -> None:
         )
 
 
+def can_run(conn: Any) -> bool:
+    """Can conn run a statement now: open, and idle or in a transaction
+    that has not failed?"""
+    if conn.closed or conn.broken:
+        return False
+    return conn.info.transaction_status in (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
+
+
 def require_idle(conn: Any, what: str) -> None:
     """Refuse a connection already in a transaction: the block would become
     a savepoint of it instead of a batch of its own."""
@@ -320,13 +328,14 @@ class LeaseBase:
     def _not_released(self, token: int) -> LeaseLost:
         return LeaseLost(f'fencing lease "{self.name}" was not held with token {token} any more')
 
-    def _raise_at_exit(self, exc: Optional[BaseException]) -> bool:
-        """At the end of a with block whose release found the lease gone:
-        raise that, unless the block is raising already (or the caller
-        asked for a warning only)."""
-        if exc is None and self.raise_on_release_error:
+    def _raise_at_exit(self, err: Exception, exc: Optional[BaseException]) -> bool:
+        """At the end of a with block whose release failed with err: raise
+        err, unless the block is raising already (its exception goes on as
+        it was) or err says the lease was gone and the caller asked for a
+        warning only."""
+        if exc is None and (self.raise_on_release_error or not isinstance(err, LeaseLost)):
             return True
-        logger.warning('fencing lease "%s" was no longer held at release', self.name)
+        logger.warning('fencing lease "%s": release at the end of the block: %s', self.name, err)
         return False
 
     def _lose_on(self, err: FencingError) -> None:

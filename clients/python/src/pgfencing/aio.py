@@ -38,10 +38,12 @@ class _AsyncConnections:
         self.own_mutex = asyncio.Lock()
 
     async def call(self, query: str, params: tuple[Any, ...], *, renewal: bool = False,
-                   timeout: Optional[float] = None) -> Any:
+                   release: bool = False, timeout: Optional[float] = None) -> Any:
         if self.pool is not None:
             async with self.pool.connection(timeout=timeout) as conn:
                 return await _one(conn, query, params)
+        if release and self.conn is not None and not _core.can_run(self.conn):
+            renewal = True  # its transaction failed, or it is closed or busy: the lease's own
         if self.conn is not None and not renewal:
             return await _one(self.conn, query, params)
         async with self.own_mutex:
@@ -107,8 +109,8 @@ class Lease(_core.LeaseBase):
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         try:
             await self.release()
-        except LeaseLost:
-            if self._raise_at_exit(exc):
+        except Exception as err:
+            if self._raise_at_exit(err, exc):
                 raise
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
@@ -137,12 +139,12 @@ class Lease(_core.LeaseBase):
         if token is None:
             raise self._not_acquired()
         await self._stop_renewal()
-        self._state.token = None
         try:
             with translated():
-                released = await self._connections.call(_core.RELEASE, (self.name, token))
+                released = await self._connections.call(_core.RELEASE, (self.name, token), release=True)
         finally:
             await self._connections.close()
+        self._state.token = None
         if not released:
             raise self._not_released(token)
 

@@ -30,7 +30,10 @@ class _Connections:
     for itself.  A conninfo string: one connection the lease opens.  A
     connection: acquire and release on it, renewals on a second one the
     lease opens with the same parameters.  The renewals never use the
-    caller's connection, which may be busy with the work.
+    caller's connection, which may be busy with the work; nor does a
+    release when that connection cannot run it (its transaction failed,
+    it is closed or busy): the lease is the server's, not the session's,
+    and the caller's transaction is the caller's to end.
     """
 
     def __init__(self, source: Source) -> None:
@@ -40,11 +43,13 @@ class _Connections:
         self.own_mutex = threading.Lock()
 
     def call(self, query: str, params: tuple[Any, ...], *, renewal: bool = False,
-             timeout: Optional[float] = None) -> Any:
+             release: bool = False, timeout: Optional[float] = None) -> Any:
         """The one value of a statement, committed at once."""
         if self.pool is not None:
             with self.pool.connection(timeout=timeout) as conn:
                 return _one(conn, query, params)
+        if release and self.conn is not None and not _core.can_run(self.conn):
+            renewal = True  # its transaction failed, or it is closed or busy: the lease's own
         if self.conn is not None and not renewal:
             return _one(self.conn, query, params)
         with self.own_mutex:
@@ -125,8 +130,8 @@ class Lease(_core.LeaseBase):
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         try:
             self.release()
-        except LeaseLost:
-            if self._raise_at_exit(exc):
+        except Exception as err:
+            if self._raise_at_exit(err, exc):
                 raise
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
@@ -155,17 +160,19 @@ class Lease(_core.LeaseBase):
     def release(self) -> None:
         """Free the lease.  Raises LeaseLost when the server no longer held it
         with this token (it expired or was broken: work after that may have
-        been fenced out), as redis-py raises LockNotOwnedError."""
+        been fenced out), as redis-py raises LockNotOwnedError.  A release
+        that did not get through (a lost connection) keeps the token: call
+        release() again."""
         token = self._state.token
         if token is None:
             raise self._not_acquired()
         self._stop_renewal()
-        self._state.token = None
         try:
             with translated():
-                released = self._connections.call(_core.RELEASE, (self.name, token))
+                released = self._connections.call(_core.RELEASE, (self.name, token), release=True)
         finally:
             self._connections.close()
+        self._state.token = None
         if not released:
             raise self._not_released(token)
 
