@@ -202,6 +202,16 @@ const OWNED = 'SELECT EXISTS (SELECT 1 FROM fencing.leases' +
   ' AND name = fencing.normalize_name($1) AND token = $2' +
   ' AND expires_at > pg_catalog.clock_timestamp()) AS owned';
 
+// What a batch whose callback caught an error of its transaction throws:
+// that error, or one saying so when none was heard.
+function swallowed(errors, name) {
+  if (errors.length > 0) return errors[errors.length - 1];
+  const err = new Error(`fencing lease "${name}": the callback caught an error of the batch's ` +
+    'transaction and went on; the server rolled the transaction back, nothing of the batch was committed');
+  err.code = '25P02';
+  return err;
+}
+
 function poolQuery(pool, text, values) {
   return pool.query(text, values).catch((err) => rethrow(err));
 }
@@ -317,21 +327,35 @@ class Lease extends EventEmitter {
 
   // One batch: BEGIN, use(), fn(client), COMMIT (ROLLBACK when fn throws);
   // returns what fn returned.  Fencing's errors come out as pg-fencing
-  // errors; a StaleTokenError or LeaseLostError also loses the lease.
+  // errors; a StaleTokenError or LeaseLostError also loses the lease.  When
+  // fn caught an error of the transaction and went on, the server rolls
+  // it back at COMMIT: that error is thrown (the last one the server sent
+  // that did not come from the aborted transaction itself).
   async transaction(client, fn) {
     this._checkUsable('transaction()');
     requireClient(client, 'transaction()');
+    watchStatus(client);
+    const errors = [];
+    const hear = (msg) => {
+      if (msg.code !== '25P02') errors.push(msg);
+    };
+    const connection = client.connection && typeof client.connection.on === 'function' ? client.connection : null;
     await client.query('BEGIN');
+    if (connection) connection.on('errorMessage', hear);
     try {
       await this.use(client);
       const result = await fn(client);
-      await client.query('COMMIT');
+      if (txStatus.get(client) === 'E') throw swallowed(errors, this.name);
+      const commit = await client.query('COMMIT');
+      if (commit.command === 'ROLLBACK') throw swallowed(errors, this.name);
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       const mapped = translate(err) || err;
       this._loseOn(mapped);
       throw mapped;
+    } finally {
+      if (connection) connection.off('errorMessage', hear);
     }
   }
 

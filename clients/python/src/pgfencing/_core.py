@@ -262,6 +262,22 @@ def stale_lost(name: str, err: FencingError) -> LeaseLost:
     return lost
 
 
+def failed_in_block(name: str) -> psycopg.Error:
+    """What a batch raises when its block caught an error of the batch's
+    transaction and went on: the server rolls that transaction back at
+    COMMIT, which psycopg reports as a success.  Which error it was, psycopg
+    does not keep."""
+    return psycopg.errors.InFailedSqlTransaction(
+        f'fencing lease "{name}": the block caught an error of the batch\'s transaction and '
+        "went on; the server rolled the transaction back, nothing of the batch was committed")
+
+
+def lost_in_block(name: str, token: int) -> LeaseLost:
+    """The loss found after such a batch: the lease is not held any more."""
+    return LeaseLost(f'fencing lease "{name}" is not held with token {token} any more '
+                     "(the batch's transaction failed in the block and was rolled back)")
+
+
 def call_back(callback: Callable[[Any], None], lease: Any) -> None:
     try:
         callback(lease)

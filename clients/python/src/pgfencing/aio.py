@@ -196,14 +196,30 @@ class Lease(_core.LeaseBase):
     @contextlib.asynccontextmanager
     async def transaction(self, conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         _core.require_idle(conn, "transaction()")
+        failed = None
         try:
             with translated():
                 async with conn.transaction():
-                    await self.use(conn)
+                    token = await self.use(conn)
                     yield conn
+                    if conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                        failed = _core.failed_in_block(self.name)
+                        raise failed
         except (StaleToken, LeaseLost) as err:
             self._lose_on(err)
             raise
+        except psycopg.errors.InFailedSqlTransaction as err:
+            if err is failed and not await self._held_after_rollback(conn, token):
+                lost = _core.lost_in_block(self.name, token)
+                self._lose(lost)
+                raise lost from err
+            raise
+
+    async def _held_after_rollback(self, conn: psycopg.AsyncConnection[Any], token: int) -> bool:
+        try:
+            return bool(await _one(conn, _core.OWNED, (self.name, token)))
+        except psycopg.Error:
+            return True
 
     async def _execute(self, conn: psycopg.AsyncConnection[Any], query: str,
                        params: tuple[Any, ...]) -> None:

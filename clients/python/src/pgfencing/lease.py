@@ -240,15 +240,35 @@ class Lease(_core.LeaseBase):
         """One batch: a transaction on ``conn`` that starts with use() and
         commits at the end of the block (rolls back on an exception).
         Fencing's errors inside it are raised as pgfencing exceptions; a
-        StaleToken or LeaseLost also marks the lease lost."""
+        StaleToken or LeaseLost also marks the lease lost.  A block that
+        caught an error of the transaction and went on does not commit:
+        LeaseLost when the lease is gone, else InFailedSqlTransaction."""
         _core.require_idle(conn, "transaction()")
+        failed = None
         try:
             with translated(), conn.transaction():
-                self.use(conn)
+                token = self.use(conn)
                 yield conn
+                if conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                    failed = _core.failed_in_block(self.name)
+                    raise failed
         except (StaleToken, LeaseLost) as err:
             self._lose_on(err)
             raise
+        except psycopg.errors.InFailedSqlTransaction as err:
+            if err is failed and not self._held_after_rollback(conn, token):
+                lost = _core.lost_in_block(self.name, token)
+                self._lose(lost)
+                raise lost from err
+            raise
+
+    def _held_after_rollback(self, conn: psycopg.Connection[Any], token: int) -> bool:
+        """Does the server still hold the lease with token?  Asked on conn,
+        idle again; True when it cannot tell."""
+        try:
+            return bool(_one(conn, _core.OWNED, (self.name, token)))
+        except psycopg.Error:
+            return True
 
     def _execute(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...]) -> None:
         try:
