@@ -123,18 +123,19 @@ def test_a_savepoint_the_block_rolled_back_to_leaves_a_batch_that_commits(ledger
 
 def test_async_a_batch_whose_block_caught_its_failure_is_not_a_success(ledger, admin):
     name = unique("caught-aio")
-    admin.execute(f"UPDATE {ledger} SET fence = fencing.next_token() WHERE id = 2")
 
     async def main():
         async with pgfencing.aio.Lease(conninfo(), name, ttl=30) as lease:
+            admin.execute(f"UPDATE {ledger} SET fence = fencing.next_token() WHERE id = 2")  # a newer holder's row
             async with await psycopg.AsyncConnection.connect(conninfo()) as conn:
                 with pytest.raises(psycopg.Error) as raised:
                     async with lease.transaction(conn):
                         await conn.execute(f"UPDATE {ledger} SET amount = 7 WHERE id = 1")
                         try:
                             await conn.execute(f"UPDATE {ledger} SET amount = 9 WHERE id = 2")
-                        except psycopg.Error:
-                            pass
+                        except psycopg.Error as exc:
+                            caught = exc.sqlstate
+                assert caught == "FN001"
                 assert raised.value.sqlstate == "25P02"
                 assert conn.info.transaction_status == pq.TransactionStatus.IDLE
 
