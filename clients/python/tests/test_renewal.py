@@ -6,6 +6,7 @@
 # calls on_lost when the lease is broken; a renewal that cannot get
 # through loses the lease no later than the server's expiry.
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 import pgfencing
+import pgfencing.aio
 from conftest import conninfo, unique, wait_for
 
 TTL = 2.5
@@ -125,3 +127,27 @@ def test_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling
         stalling_proxy.resume()
         with contextlib.suppress(pgfencing.FencingError):
             lease.release()
+
+
+def test_async_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling_proxy):
+    name = unique("stalled-aio")
+    ttl = 3
+    back = "SELECT expires_at - now() < interval '10 s' FROM fencing.leases WHERE name = %s"
+
+    async def main():
+        lease = pgfencing.aio.Lease(stalling_proxy.conninfo(), name, ttl=ttl, raise_on_release_error=False)
+        assert await lease.acquire(blocking=False)
+        try:
+            await lease.renew(ttl=60)
+            until = time.monotonic() + 3 * ttl
+            while not admin.execute(back, (name,)).fetchone()[0]:
+                assert time.monotonic() < until, "no background renewal with the lease's own ttl"
+                await asyncio.sleep(0.05)
+            stalling_proxy.stall()
+            await asyncio.wait_for(lease.lost.wait(), ttl + 2)
+        finally:
+            stalling_proxy.resume()
+            with contextlib.suppress(Exception):  # the stalled renewal's connection may be unusable
+                await lease.release()
+
+    asyncio.run(main())
