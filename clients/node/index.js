@@ -14,8 +14,11 @@
 //     }
 //   } finally { await lease.release(); }
 //
-// Tokens exceed 2^53: they are BigInt here, and go to the server as their
-// digits, written into the statement (see "statements, sent unbound").
+// Tokens exceed 2^53: they are BigInt here, go to the server as their
+// digits, written into the statement (see "statements, sent unbound"), and
+// come back as text (every statement selects its token ::text, so an
+// application's int8 parser, pg.defaults.parseInt8 or
+// types.setTypeParser(20, ...), never touches one).
 
 'use strict';
 
@@ -224,7 +227,7 @@ async function inTransaction(client, what, statement, options) {
 // when the name is held.  The lock ends with the transaction.
 async function tryLock(client, name) {
   const { rows } = await inTransaction(client, 'tryLock()',
-    () => `SELECT fencing.try_lock(${sqlText(name, 'the lock name')}) AS token`, { lockHeld: true });
+    () => `SELECT fencing.try_lock(${sqlText(name, 'the lock name')})::text AS token`, { lockHeld: true });
   return bigint(rows[0].token);
 }
 
@@ -233,7 +236,7 @@ async function tryLock(client, name) {
 async function lock(client, name, { timeoutMs = null } = {}) {
   const ms = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
   const { rows } = await inTransaction(client, 'lock()',
-    () => `SELECT fencing.lock(${sqlText(name, 'the lock name')}, ${sqlInterval(ms)}) AS token`,
+    () => `SELECT fencing.lock(${sqlText(name, 'the lock name')}, ${sqlInterval(ms)})::text AS token`,
     { lockHeld: true });
   if (rows[0].token === null) {
     throw new BusyError(`fencing lock "${name}" stayed held for ${ms} ms`);
@@ -247,7 +250,7 @@ const leaseName = (name) => sqlText(name, 'the lease name');
 
 const SQL = {
   acquire: (name, ttl, wait, holder) => `SELECT fencing.acquire_lease(${leaseName(name)}, ` +
-    `${sqlInterval(ttl)}, ${sqlInterval(wait)}, ${sqlText(holder, 'the holder')}) AS token`,
+    `${sqlInterval(ttl)}, ${sqlInterval(wait)}, ${sqlText(holder, 'the holder')})::text AS token`,
   renew: (name, token, ttl) =>
     `SELECT fencing.renew_lease(${leaseName(name)}, ${sqlBigint(token)}, ${sqlInterval(ttl)}) AS expires_at`,
   release: (name, token) => `SELECT fencing.release_lease(${leaseName(name)}, ${sqlBigint(token)}) AS released`,
@@ -258,6 +261,16 @@ const SQL = {
     ` AND name = fencing.normalize_name(${leaseName(name)}) AND token = ${sqlBigint(token)}` +
     ' AND expires_at > pg_catalog.clock_timestamp()) AS owned',
 };
+
+// What a batch whose callback caught an error of its transaction throws:
+// that error, or one saying so when none was heard.
+function swallowed(errors, name) {
+  if (errors.length > 0) return errors[errors.length - 1];
+  const err = new Error(`fencing lease "${name}": the callback caught an error of the batch's ` +
+    'transaction and went on; the server rolled the transaction back, nothing of the batch was committed');
+  err.code = '25P02';
+  return err;
+}
 
 function poolQuery(pool, text) {
   return pool.query(text).catch((err) => rethrow(err));
@@ -277,12 +290,14 @@ class Lease extends EventEmitter {
     this.ttlMs = ttlMs;
     this._token = token;
     this._controller = new AbortController();
-    this._deadline = sentAt + ttlMs;
+    // {sent, ttl, answered} of each renewal that may have been the last one
+    // the server applied (the acquisition first); see _settle().
+    this._renewals = [{ sent: sentAt, ttl: ttlMs, answered: performance.now() }];
     this._released = false;
     this._renewTimer = null;
     this._watchdog = null;
     this.expiresAt = null;
-    this._armWatchdog();
+    this._settle();
   }
 
   // Take the lease: a Lease, or null when the name stayed held for
@@ -303,7 +318,7 @@ class Lease extends EventEmitter {
       const sentAt = performance.now();
       const { rows } = await poolQuery(pool, SQL.acquire(name, ttl, wait, who));
       if (rows[0].token !== null) {
-        const lease = new Lease(pool, name, BigInt(rows[0].token), ttl, sentAt);
+        const lease = new Lease(pool, name, bigint(rows[0].token), ttl, sentAt);
         if (renew) lease._scheduleRenewal(ttl / 3);
         return lease;
       }
@@ -352,9 +367,13 @@ class Lease extends EventEmitter {
   async use(client) {
     this._checkUsable('use()');
     requireClient(client, 'use()');
-    const sentAt = performance.now();
-    await this._work(client, SQL.use(this.name, this._token));
-    this._renewed(sentAt, this.ttlMs);
+    const renewal = this._renewing(this.ttlMs);
+    try {
+      await this._work(client, SQL.use(this.name, this._token));
+    } finally {
+      renewal.answered = performance.now();
+    }
+    this._renewed(renewal);
     return this._token;
   }
 
@@ -368,21 +387,35 @@ class Lease extends EventEmitter {
 
   // One batch: BEGIN, use(), fn(client), COMMIT (ROLLBACK when fn throws);
   // returns what fn returned.  Fencing's errors come out as pg-fencing
-  // errors; a StaleTokenError or LeaseLostError also loses the lease.
+  // errors; a StaleTokenError or LeaseLostError also loses the lease.  When
+  // fn caught an error of the transaction and went on, the server rolls
+  // it back at COMMIT: that error is thrown (the last one the server sent
+  // that did not come from the aborted transaction itself).
   async transaction(client, fn) {
     this._checkUsable('transaction()');
     requireClient(client, 'transaction()');
+    watchStatus(client);
+    const errors = [];
+    const hear = (msg) => {
+      if (msg.code !== '25P02') errors.push(msg);
+    };
+    const connection = client.connection && typeof client.connection.on === 'function' ? client.connection : null;
     await client.query('BEGIN');
+    if (connection) connection.on('errorMessage', hear);
     try {
       await this.use(client);
       const result = await fn(client);
-      await client.query('COMMIT');
+      if (txStatus.get(client) === 'E') throw swallowed(errors, this.name);
+      const commit = await client.query('COMMIT');
+      if (commit.command === 'ROLLBACK') throw swallowed(errors, this.name);
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       const mapped = translate(err) || err;
       this._loseOn(mapped);
       throw mapped;
+    } finally {
+      if (connection) connection.off('errorMessage', hear);
     }
   }
 
@@ -390,15 +423,17 @@ class Lease extends EventEmitter {
   async renew({ ttlMs } = {}) {
     const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
     this._checkUsable('renew()');
-    const sentAt = performance.now();
+    const renewal = this._renewing(ttl === null ? this.ttlMs : ttl);
     let rows;
     try {
       ({ rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, ttl)));
     } catch (err) {
       this._loseOn(err);
       throw err;
+    } finally {
+      renewal.answered = performance.now();
     }
-    this._renewed(sentAt, ttl === null ? this.ttlMs : ttl);
+    this._renewed(renewal);
     this.expiresAt = rows[0].expires_at;
     return this.expiresAt;
   }
@@ -412,12 +447,19 @@ class Lease extends EventEmitter {
 
   // Free the lease.  LeaseLostError when the server no longer held it with
   // this token (it expired or was broken: work after that may have been
-  // fenced out).
+  // fenced out).  A release that did not get through (no client, a lost
+  // connection) leaves the lease to be released again.
   async release() {
     if (this._released) throw new FencingError(`fencing lease "${this.name}" is already released`);
     this._released = true;
     this._stopTimers();
-    const { rows } = await poolQuery(this.pool, SQL.release(this.name, this._token));
+    let rows;
+    try {
+      ({ rows } = await poolQuery(this.pool, SQL.release(this.name, this._token)));
+    } catch (err) {
+      this._released = false;
+      throw err;
+    }
     if (!rows[0].released) {
       throw new LeaseLostError(`fencing lease "${this.name}" was not held with token ${this._token} any more`);
     }
@@ -448,9 +490,33 @@ class Lease extends EventEmitter {
       `${this.ttlMs} ms: it may have expired`);
   }
 
-  _renewed(sentAt, ttl) {
+  // A renewal for ttl ms is sent now.  A renewal sets the server's expiry
+  // to when it runs plus its ttl (the one it asks for, or the lease's own
+  // when it asks for none), replacing the expiry before it, also a later
+  // one; it runs after it was sent, so the expiry it sets is at or after
+  // sent + ttl here.  The deadline may come sooner from now on.
+  _renewing(ttl) {
+    const renewal = { sent: performance.now(), ttl, answered: Infinity };
+    this._renewals.push(renewal);
+    this._settle();
+    return renewal;
+  }
+
+  // The renewal succeeded: it ran after every renewal answered before it
+  // was sent, none of which is the last one applied any more.
+  _renewed(renewal) {
+    this._renewals = this._renewals.filter((r) => r === renewal || r.answered >= renewal.sent);
+    this._settle();
+  }
+
+  // Renewals overlap (the timer's, renew(), use()) and the server may apply
+  // them in another order than their answers come back: the deadline is
+  // the earliest sent + ttl of those that may have been the last one
+  // applied, each from when it is sent until a successful renewal sent
+  // after its answer came back.
+  _settle() {
     if (this.lost) return;
-    this._deadline = Math.max(this._deadline, sentAt + ttl);
+    this._deadline = Math.min(...this._renewals.map((r) => r.sent + r.ttl));
     this._armWatchdog();
   }
 
@@ -463,12 +529,14 @@ class Lease extends EventEmitter {
     this._renewTimer = null;
     if (this._released || this.lost) return;
     const every = this.ttlMs / 3;
-    const sentAt = performance.now();
+    const renewal = this._renewing(this.ttlMs);
     try {
       const { rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, null));
+      renewal.answered = performance.now();
       this.expiresAt = rows[0].expires_at;
-      this._renewed(sentAt, this.ttlMs);
+      this._renewed(renewal);
     } catch (err) {
+      renewal.answered = performance.now();
       if (err instanceof LeaseLostError) {
         this._lose(err);
         return;

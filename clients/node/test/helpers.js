@@ -3,13 +3,17 @@
 // helpers.js -- what pg-fencing's tests share: pools on the server and on
 // the PgBouncer that test/clients/run.sh started (PGHOST, PGPORT,
 // PGDATABASE; FENCING_BOUNCER_PORT), unique names, a protected table,
-// worker processes running test/worker.js, and a quiet database where
-// VACUUM shows what an idle transaction holds back.
+// worker processes running test/worker.js, a quiet database where VACUUM
+// shows what an idle transaction holds back, and a proxy whose traffic can
+// be stopped.
 
 'use strict';
 
 const { spawn } = require('node:child_process');
 const crypto = require('node:crypto');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 const { Pool, Client } = require('pg');
@@ -146,7 +150,47 @@ class Worker {
   }
 }
 
+// A proxy in front of the server, on a unix socket of its own (host: its
+// directory), whose traffic can be stopped as a network that swallows
+// packets stops it: after stall() nothing it receives goes on, until
+// resume().
+async function stallingProxy() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgstall-'));
+  const port = process.env.PGPORT;
+  const target = path.join(process.env.PGHOST, `.s.PGSQL.${port}`);
+  const sockets = new Set();
+  let held = null; // while stalled: [socket, data] not passed on yet
+  const pass = (to, data) => (held !== null ? held.push([to, data]) : to.write(data));
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target);
+    for (const [from, to] of [[client, upstream], [upstream, client]]) {
+      sockets.add(from);
+      from.on('error', () => {});
+      from.on('close', () => { sockets.delete(from); to.destroy(); });
+      from.on('data', (data) => pass(to, data));
+    }
+  });
+  await new Promise((resolve) => server.listen(path.join(dir, `.s.PGSQL.${port}`), resolve));
+  return {
+    host: dir,
+    stall() {
+      if (held === null) held = [];
+    },
+    resume() {
+      const queued = held || [];
+      held = null;
+      for (const [to, data] of queued) to.write(data);
+    },
+    async close() {
+      this.resume();
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 module.exports = {
   unique, pool, bouncerPool, admin, ledger, sleep, Worker,
-  createQuietDb, dropQuietDb, heldBack, HOLDS_BACK_NOTHING,
+  createQuietDb, dropQuietDb, heldBack, HOLDS_BACK_NOTHING, stallingProxy,
 };

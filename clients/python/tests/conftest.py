@@ -3,13 +3,18 @@
 # conftest.py -- what pgfencing's tests share: the server and the PgBouncer
 # that test/clients/run.sh started (PGHOST, PGPORT, PGDATABASE;
 # FENCING_BOUNCER_PORT), names no other test uses, a protected table,
-# worker processes that run tests/worker.py, and a quiet database where
-# VACUUM shows what an idle transaction holds back.
+# worker processes that run tests/worker.py, a quiet database where VACUUM
+# shows what an idle transaction holds back, and a proxy whose traffic can
+# be stopped.
 
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
 
@@ -163,3 +168,72 @@ def workers():
     yield start
     for w in started:
         w.close()
+
+
+class StallingProxy:
+    """A proxy in front of the server, on a unix socket of its own, whose
+    traffic can be stopped as a network that swallows packets stops it:
+    after stall() nothing it receives goes on, until resume()."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="pgstall-")
+        self.port = os.environ["PGPORT"]
+        self.target = os.path.join(os.environ["PGHOST"], f".s.PGSQL.{self.port}")
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.sockets = []
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(os.path.join(self.dir, f".s.PGSQL.{self.port}"))
+        self.listener.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def conninfo(self, **overrides):
+        return conninfo(host=self.dir, **overrides)
+
+    def stall(self):
+        self.flowing.clear()
+
+    def resume(self):
+        self.flowing.set()
+
+    def close(self):
+        self.resume()
+        self.listener.close()
+        for s in self.sockets:
+            s.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.connect(self.target)
+            self.sockets += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                self.flowing.wait()
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def stalling_proxy():
+    proxy = StallingProxy()
+    yield proxy
+    proxy.close()

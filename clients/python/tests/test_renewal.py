@@ -3,8 +3,11 @@
 # The renewal from the background: it keeps a lease while the work
 # connection is busy for longer than the ttl (and, without it, the lease is
 # lost), it survives losing its own connection, and it stops, sets lost and
-# calls on_lost when the lease is broken.
+# calls on_lost when the lease is broken; a renewal that cannot get
+# through loses the lease no later than the server's expiry.
 
+import asyncio
+import contextlib
 import threading
 import time
 
@@ -12,6 +15,7 @@ import psycopg
 import pytest
 
 import pgfencing
+import pgfencing.aio
 from conftest import conninfo, unique, wait_for
 
 TTL = 2.5
@@ -85,3 +89,65 @@ def test_a_broken_lease_is_lost_and_calls_on_lost(admin):
         with pytest.raises(pgfencing.LeaseLost):
             lease.use(conn)
         conn.rollback()
+
+
+def test_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling_proxy):
+    """renew(ttl=60) by hand, then the background renewals (ttl NULL) put
+    the server's expiry back to the lease's own ttl from each renewal: when
+    the network stalls, the lease must be lost within that ttl of the last
+    renewal, not 60 s after the manual one."""
+    name = unique("stalled")
+    ttl = 3
+    lost_at = []
+    called = threading.Event()
+
+    def on_lost(_):
+        lost_at.append(time.monotonic())
+        called.set()
+
+    lease = pgfencing.Lease(stalling_proxy.conninfo(), name, ttl=ttl, raise_on_release_error=False,
+                            on_lost=on_lost)
+    assert lease.acquire(blocking=False)
+    try:
+        lease.renew(ttl=60)
+        wait_for(lambda: admin.execute(
+            "SELECT expires_at - now() < interval '10 s' FROM fencing.leases WHERE name = %s",
+            (name,)).fetchone()[0], 3 * ttl, "a background renewal with the lease's own ttl")
+        stalling_proxy.stall()
+        stalled = time.monotonic()
+        expiry = admin.execute(
+            "SELECT extract(epoch FROM expires_at - clock_timestamp()) FROM fencing.leases WHERE name = %s",
+            (name,)).fetchone()[0]
+        assert float(expiry) <= ttl
+        assert called.wait(ttl + 2), \
+            f"not lost {ttl + 2} s after the stall (the server's lease expired {float(expiry):.1f} s after it)"
+        assert lost_at[0] - stalled <= ttl + 2
+        assert lease.lost.is_set()
+    finally:
+        stalling_proxy.resume()
+        with contextlib.suppress(pgfencing.FencingError):
+            lease.release()
+
+
+def test_async_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling_proxy):
+    name = unique("stalled-aio")
+    ttl = 3
+    back = "SELECT expires_at - now() < interval '10 s' FROM fencing.leases WHERE name = %s"
+
+    async def main():
+        lease = pgfencing.aio.Lease(stalling_proxy.conninfo(), name, ttl=ttl, raise_on_release_error=False)
+        assert await lease.acquire(blocking=False)
+        try:
+            await lease.renew(ttl=60)
+            until = time.monotonic() + 3 * ttl
+            while not admin.execute(back, (name,)).fetchone()[0]:
+                assert time.monotonic() < until, "no background renewal with the lease's own ttl"
+                await asyncio.sleep(0.05)
+            stalling_proxy.stall()
+            await asyncio.wait_for(lease.lost.wait(), ttl + 2)
+        finally:
+            stalling_proxy.resume()
+            with contextlib.suppress(Exception):  # the stalled renewal's connection may be unusable
+                await lease.release()
+
+    asyncio.run(main())

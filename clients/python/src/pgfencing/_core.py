@@ -197,6 +197,14 @@ def require_transaction(conn: Any, what: str) -> None:
         )
 
 
+def can_run(conn: Any) -> bool:
+    """Can conn run a statement now: open, and idle or in a transaction
+    that has not failed?"""
+    if conn.closed or conn.broken:
+        return False
+    return conn.info.transaction_status in (pq.TransactionStatus.IDLE, pq.TransactionStatus.INTRANS)
+
+
 def require_idle(conn: Any, what: str) -> None:
     """Refuse a connection already in a transaction: the block would become
     a savepoint of it instead of a batch of its own."""
@@ -242,8 +250,15 @@ class LeaseState:
     renewal.
 
     The deadline is when the lease has surely expired on the server
-    without a renewal: the local time a successful renewal was sent, plus
-    the ttl (the server's expiry is at or after it).
+    without a renewal.  A renewal sets the server's expiry to when it runs
+    plus its ttl (the one it asks for, or the lease's own when it asks for
+    none), replacing the expiry before it, also a later one; it runs after
+    it was sent, so the expiry it sets is at or after sent + ttl here.
+    Renewals overlap (the background's, renew(), use()) and the server may
+    apply them in another order than their answers come back, so the
+    deadline is the earliest sent + ttl of the renewals that may have been
+    the last one applied: each one from when it is sent until a successful
+    renewal sent after its answer came back (which ran after it).
     """
 
     def __init__(self, name: str, ttl: float) -> None:
@@ -255,19 +270,44 @@ class LeaseState:
         self.lost_reason: Optional[LeaseLost] = None
         self.callbacks: List[Callable[[Any], None]] = []
         self.mutex = threading.Lock()
+        # [sent, ttl, answered (inf while in flight)] of each renewal that
+        # may have been the last one the server applied
+        self.renewals: List[List[float]] = []
 
     def granted(self, token: int, sent: float) -> None:
         with self.mutex:
             self.token = token
-            self.deadline = sent + self.ttl
+            self.renewals = [[sent, self.ttl, time.monotonic()]]
             self.lost_reason = None
+            self._settle()
 
-    def renewed(self, sent: float, ttl: float, expires_at: Optional[datetime.datetime]) -> None:
+    def renewing(self, ttl: Optional[float]) -> List[float]:
+        """A renewal for ttl seconds (None: the lease's own) is sent now;
+        answered() is to be told when its answer or its error comes back
+        (it ran before that, or not at all), and renewed() when it
+        succeeded."""
         with self.mutex:
-            if self.lost_reason is None:
-                self.deadline = max(self.deadline, sent + ttl)
-                if expires_at is not None:
-                    self.expires_at = expires_at
+            renewal = [time.monotonic(), ttl or self.ttl, float("inf")]
+            self.renewals.append(renewal)
+            self._settle()
+            return renewal
+
+    def answered(self, renewal: List[float]) -> None:
+        with self.mutex:
+            renewal[2] = time.monotonic()
+
+    def renewed(self, renewal: List[float], expires_at: Optional[datetime.datetime]) -> None:
+        """The renewal succeeded: it ran after every renewal answered
+        before it was sent, none of which is the last one applied."""
+        with self.mutex:
+            self.renewals = [r for r in self.renewals if r is renewal or r[2] >= renewal[0]]
+            if expires_at is not None:
+                self.expires_at = expires_at
+            self._settle()
+
+    def _settle(self) -> None:
+        if self.lost_reason is None:
+            self.deadline = min(sent + ttl for sent, ttl, _ in self.renewals)
 
     def overdue(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -308,6 +348,22 @@ def stale_lost(name: str, err: FencingError) -> LeaseLost:
     lost = LeaseLost(f'fencing lease "{name}": a newer holder fenced this one out ({err})')
     lost.__cause__ = err
     return lost
+
+
+def failed_in_block(name: str) -> psycopg.Error:
+    """What a batch raises when its block caught an error of the batch's
+    transaction and went on: the server rolls that transaction back at
+    COMMIT, which psycopg reports as a success.  Which error it was, psycopg
+    does not keep."""
+    return psycopg.errors.InFailedSqlTransaction(
+        f'fencing lease "{name}": the block caught an error of the batch\'s transaction and '
+        "went on; the server rolled the transaction back, nothing of the batch was committed")
+
+
+def lost_in_block(name: str, token: int) -> LeaseLost:
+    """The loss found after such a batch: the lease is not held any more."""
+    return LeaseLost(f'fencing lease "{name}" is not held with token {token} any more '
+                     "(the batch's transaction failed in the block and was rolled back)")
 
 
 def call_back(callback: Callable[[Any], None], lease: Any) -> None:
@@ -376,13 +432,14 @@ class LeaseBase:
     def _not_released(self, token: int) -> LeaseLost:
         return LeaseLost(f'fencing lease "{self.name}" was not held with token {token} any more')
 
-    def _raise_at_exit(self, exc: Optional[BaseException]) -> bool:
-        """At the end of a with block whose release found the lease gone:
-        raise that, unless the block is raising already (or the caller
-        asked for a warning only)."""
-        if exc is None and self.raise_on_release_error:
+    def _raise_at_exit(self, err: Exception, exc: Optional[BaseException]) -> bool:
+        """At the end of a with block whose release failed with err: raise
+        err, unless the block is raising already (its exception goes on as
+        it was) or err says the lease was gone and the caller asked for a
+        warning only."""
+        if exc is None and (self.raise_on_release_error or not isinstance(err, LeaseLost)):
             return True
-        logger.warning('fencing lease "%s" was no longer held at release', self.name)
+        logger.warning('fencing lease "%s": release at the end of the block: %s', self.name, err)
         return False
 
     def _lose_on(self, err: FencingError) -> None:
@@ -390,6 +447,20 @@ class LeaseBase:
             self._lose(err)
         elif isinstance(err, StaleToken):
             self._lose(stale_lost(self.name, err))
+
+    def _arm_watchdog(self) -> None:
+        """What the subclass arms to lose the lease at its deadline."""
+
+    def _renewing(self, ttl: Optional[float]) -> List[float]:
+        """A renewal is sent: the deadline may come sooner (it may run and
+        set a shorter expiry than the one before)."""
+        renewal = self._state.renewing(ttl)
+        self._arm_watchdog()
+        return renewal
+
+    def _renewed(self, renewal: List[float], expires_at: Any) -> None:
+        self._state.renewed(renewal, expires_at)
+        self._arm_watchdog()
 
     def _renewal_failed(self, exc: Exception, interval: float) -> Optional[float]:
         """After a renewal failed for a reason other than FN004: the pause

@@ -38,11 +38,13 @@ class _AsyncConnections:
         self.own = None
         self.own_mutex = asyncio.Lock()
 
-    async def call(self, query: str, *, renewal: bool = False,
+    async def call(self, query: str, *, renewal: bool = False, release: bool = False,
                    timeout: Optional[float] = None) -> Any:
         if self.pool is not None:
             async with self.pool.connection(timeout=timeout) as conn:
                 return await _one(conn, query)
+        if release and self.conn is not None and not _core.can_run(self.conn):
+            renewal = True  # its transaction failed, or it is closed or busy: the lease's own
         if self.conn is not None and not renewal:
             return await _one(self.conn, query)
         async with self.own_mutex:
@@ -115,8 +117,8 @@ class Lease(_core.LeaseBase):
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         try:
             await self.release()
-        except LeaseLost:
-            if self._raise_at_exit(exc):
+        except Exception as err:
+            if self._raise_at_exit(err, exc):
                 raise
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
@@ -144,19 +146,19 @@ class Lease(_core.LeaseBase):
         if token is None:
             raise self._not_acquired()
         await self._stop_renewal()
-        self._state.token = None
         try:
             with translated():
-                released = await self._connections.call(_core.release_sql(self.name, token))
+                released = await self._connections.call(_core.release_sql(self.name, token), release=True)
         finally:
             await self._connections.close()
+        self._state.token = None
         if not released:
             raise self._not_released(token)
 
     async def renew(self, ttl: Optional[float] = None) -> Any:
         span = _core.seconds(ttl, "ttl", positive=True)
         token = self._state.check_usable("renew()", self._lose)
-        sent = time.monotonic()
+        renewal = self._renewing(span)
         try:
             with translated():
                 expires = await self._connections.call(
@@ -164,8 +166,9 @@ class Lease(_core.LeaseBase):
         except LeaseLost as lost:
             self._lose(lost)
             raise
-        self._state.renewed(sent, span or self.ttl, expires)
-        self._arm_watchdog()
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, expires)
         return expires
 
     async def owned(self) -> bool:
@@ -182,9 +185,12 @@ class Lease(_core.LeaseBase):
     async def use(self, conn: psycopg.AsyncConnection[Any]) -> int:
         token = self._state.check_usable("use()", self._lose)
         _core.require_transaction(conn, "use()")
-        sent = time.monotonic()
-        await self._execute(conn, _core.use_sql(self.name, token))
-        self._state.renewed(sent, self.ttl, None)
+        renewal = self._renewing(None)
+        try:
+            await self._execute(conn, _core.use_sql(self.name, token))
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, None)
         return token
 
     async def bind(self, conn: psycopg.AsyncConnection[Any]) -> int:
@@ -196,14 +202,30 @@ class Lease(_core.LeaseBase):
     @contextlib.asynccontextmanager
     async def transaction(self, conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         _core.require_idle(conn, "transaction()")
+        failed = None
         try:
             with translated():
                 async with conn.transaction():
-                    await self.use(conn)
+                    token = await self.use(conn)
                     yield conn
+                    if conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                        failed = _core.failed_in_block(self.name)
+                        raise failed
         except (StaleToken, LeaseLost) as err:
             self._lose_on(err)
             raise
+        except psycopg.errors.InFailedSqlTransaction as err:
+            if err is failed and not await self._held_after_rollback(conn, token):
+                lost = _core.lost_in_block(self.name, token)
+                self._lose(lost)
+                raise lost from err
+            raise
+
+    async def _held_after_rollback(self, conn: psycopg.AsyncConnection[Any], token: int) -> bool:
+        try:
+            return bool(await _one(conn, _core.owned_sql(self.name, token)))
+        except psycopg.Error:
+            return True
 
     async def _execute(self, conn: psycopg.AsyncConnection[Any], query: str) -> None:
         try:
@@ -231,7 +253,7 @@ class Lease(_core.LeaseBase):
             token = self._state.token
             if token is None or self.lost.is_set():
                 return
-            sent = time.monotonic()
+            renewal = self._renewing(None)
             try:
                 with translated():
                     expires = await self._connections.call(
@@ -240,13 +262,14 @@ class Lease(_core.LeaseBase):
                 self._lose(lost)
                 return
             except Exception as exc:  # a lost connection, an exhausted pool
+                self._state.answered(renewal)
                 retry = self._renewal_failed(exc, interval)
                 if retry is None:
                     return
                 pause = retry
                 continue
-            self._state.renewed(sent, self.ttl, expires)
-            self._arm_watchdog()
+            self._state.answered(renewal)
+            self._renewed(renewal, expires)
             pause = interval
 
     def _arm_watchdog(self) -> None:

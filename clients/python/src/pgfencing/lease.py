@@ -31,7 +31,10 @@ class _Connections:
     for itself.  A conninfo string: one connection the lease opens.  A
     connection: acquire and release on it, renewals on a second one the
     lease opens with the same parameters.  The renewals never use the
-    caller's connection, which may be busy with the work.
+    caller's connection, which may be busy with the work; nor does a
+    release when that connection cannot run it (its transaction failed,
+    it is closed or busy): the lease is the server's, not the session's,
+    and the caller's transaction is the caller's to end.
     """
 
     def __init__(self, source: Source) -> None:
@@ -40,11 +43,14 @@ class _Connections:
         self.own = None
         self.own_mutex = threading.Lock()
 
-    def call(self, query: str, *, renewal: bool = False, timeout: Optional[float] = None) -> Any:
+    def call(self, query: str, *, renewal: bool = False, release: bool = False,
+             timeout: Optional[float] = None) -> Any:
         """The one value of a statement, committed at once."""
         if self.pool is not None:
             with self.pool.connection(timeout=timeout) as conn:
                 return _one(conn, query)
+        if release and self.conn is not None and not _core.can_run(self.conn):
+            renewal = True  # its transaction failed, or it is closed or busy: the lease's own
         if self.conn is not None and not renewal:
             return _one(self.conn, query)
         with self.own_mutex:
@@ -134,8 +140,8 @@ class Lease(_core.LeaseBase):
                  exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
         try:
             self.release()
-        except LeaseLost:
-            if self._raise_at_exit(exc):
+        except Exception as err:
+            if self._raise_at_exit(err, exc):
                 raise
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
@@ -164,17 +170,19 @@ class Lease(_core.LeaseBase):
     def release(self) -> None:
         """Free the lease.  Raises LeaseLost when the server no longer held it
         with this token (it expired or was broken: work after that may have
-        been fenced out), as redis-py raises LockNotOwnedError."""
+        been fenced out), as redis-py raises LockNotOwnedError.  A release
+        that did not get through (a lost connection) keeps the token: call
+        release() again."""
         token = self._state.token
         if token is None:
             raise self._not_acquired()
         self._stop_renewal()
-        self._state.token = None
         try:
             with translated():
-                released = self._connections.call(_core.release_sql(self.name, token))
+                released = self._connections.call(_core.release_sql(self.name, token), release=True)
         finally:
             self._connections.close()
+        self._state.token = None
         if not released:
             raise self._not_released(token)
 
@@ -183,15 +191,16 @@ class Lease(_core.LeaseBase):
         the new expiry.  LeaseLost when it is not held any more."""
         span = _core.seconds(ttl, "ttl", positive=True)
         token = self._state.check_usable("renew()", self._lose)
-        sent = time.monotonic()
+        renewal = self._renewing(span)
         try:
             with translated():
                 expires = self._connections.call(_core.renew_sql(self.name, token, span), renewal=True)
         except LeaseLost as lost:
             self._lose(lost)
             raise
-        self._state.renewed(sent, span or self.ttl, expires)
-        self._arm_watchdog()
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, expires)
         return expires
 
     def owned(self) -> bool:
@@ -218,9 +227,12 @@ class Lease(_core.LeaseBase):
         block.  Returns the token."""
         token = self._state.check_usable("use()", self._lose)
         _core.require_transaction(conn, "use()")
-        sent = time.monotonic()
-        self._execute(conn, _core.use_sql(self.name, token))
-        self._state.renewed(sent, self.ttl, None)
+        renewal = self._renewing(None)
+        try:
+            self._execute(conn, _core.use_sql(self.name, token))
+        finally:
+            self._state.answered(renewal)
+        self._renewed(renewal, None)
         return token
 
     def bind(self, conn: psycopg.Connection[Any]) -> int:
@@ -236,15 +248,35 @@ class Lease(_core.LeaseBase):
         """One batch: a transaction on ``conn`` that starts with use() and
         commits at the end of the block (rolls back on an exception).
         Fencing's errors inside it are raised as pgfencing exceptions; a
-        StaleToken or LeaseLost also marks the lease lost."""
+        StaleToken or LeaseLost also marks the lease lost.  A block that
+        caught an error of the transaction and went on does not commit:
+        LeaseLost when the lease is gone, else InFailedSqlTransaction."""
         _core.require_idle(conn, "transaction()")
+        failed = None
         try:
             with translated(), conn.transaction():
-                self.use(conn)
+                token = self.use(conn)
                 yield conn
+                if conn.info.transaction_status == pq.TransactionStatus.INERROR:
+                    failed = _core.failed_in_block(self.name)
+                    raise failed
         except (StaleToken, LeaseLost) as err:
             self._lose_on(err)
             raise
+        except psycopg.errors.InFailedSqlTransaction as err:
+            if err is failed and not self._held_after_rollback(conn, token):
+                lost = _core.lost_in_block(self.name, token)
+                self._lose(lost)
+                raise lost from err
+            raise
+
+    def _held_after_rollback(self, conn: psycopg.Connection[Any], token: int) -> bool:
+        """Does the server still hold the lease with token?  Asked on conn,
+        idle again; True when it cannot tell."""
+        try:
+            return bool(_one(conn, _core.owned_sql(self.name, token)))
+        except psycopg.Error:
+            return True
 
     def _execute(self, conn: psycopg.Connection[Any], query: str) -> None:
         try:
@@ -275,7 +307,7 @@ class Lease(_core.LeaseBase):
             token = self._state.token
             if token is None or self.lost.is_set():
                 return
-            sent = time.monotonic()
+            renewal = self._renewing(None)
             try:
                 with translated():
                     expires = self._connections.call(
@@ -284,13 +316,14 @@ class Lease(_core.LeaseBase):
                 self._lose(lost)
                 return
             except Exception as exc:  # a lost connection, an exhausted pool
+                self._state.answered(renewal)
                 retry = self._renewal_failed(exc, interval)
                 if retry is None:
                     return
                 pause = retry
                 continue
-            self._state.renewed(sent, self.ttl, expires)
-            self._arm_watchdog()
+            self._state.answered(renewal)
+            self._renewed(renewal, expires)
             pause = interval
 
     def _arm_watchdog(self) -> None:
