@@ -623,23 +623,28 @@ define_benchmarks()
 		"5000-row UPDATE, \`suppress_redundant_updates_trigger\` / no trigger (what any BEFORE ROW trigger costs)"
 
 	# Partitioned tables: 200,000 rows inserted with fencing.token set (the
-	# trigger stamps it into every row) through hash partitioning, which
-	# sends consecutive rows to different partitions.  Each partition
+	# trigger stamps it into every row: a new tuple per row, which the
+	# executor copies into its slot) through hash partitioning, which
+	# sends consecutive rows to different partitions; and the same rows
+	# carrying their fence, which leaves nothing to stamp.  Each partition
 	# fires its own clone of the parent's trigger.  The floor is the same
 	# INSERT through a C row trigger that hands the row back unchanged.
 	# ROLLBACK keeps the tables empty; VACUUM before each run reclaims the
 	# space.
 	for c in 1 32 128; do
-		group partitions_p$c section=partitions clients=1 time=12 \
+		group partitions_p$c section=partitions clients=1 time=15 \
 			options="-c synchronous_commit=off" setup="setup_partition_tables $c" \
 			before_run="VACUUM part_plain_$c, part_fenced_$c, part_noop_$c"
 		stmt fenced "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_fenced_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
 		stmt noop "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_noop_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
 		stmt plain "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_plain_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
+		stmt fenced_given "BEGIN; INSERT INTO part_fenced_$c SELECT i, 0, 1000 FROM generate_series(1, 200000) i; ROLLBACK;"
 		ratio partitions_insert_vs_noop_p$c fenced noop "<= 1.10" \
 			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / a no-op C BEFORE ROW trigger"
 		ratio partitions_insert_vs_plain_p$c fenced plain "-" \
 			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / no trigger"
+		ratio partitions_insert_given_vs_noop_p$c fenced_given noop "-" \
+			"INSERT of 200,000 rows that carry their fence (nothing to stamp), $c hash partition$([ "$c" = 1 ] || echo s), protected / the no-op C trigger with \`fencing.token\` set"
 	done
 
 	# Lock-delays of other names: 2,000 in this database and 2,000 in
@@ -647,13 +652,17 @@ define_benchmarks()
 	# try_lock next to the raw advisory lock, which no delay concerns: the
 	# per-call rows put the two within 1 % of each other without delays.
 	group delays_4000 section=delays clients=4 options="$QUIET" \
-		setup=setup_lock_delays teardown=teardown_lock_delays
+		setup=setup_lock_delays
 	stmt try_lock "SELECT fencing.try_lock($NAME);"
 	stmt raw_lock "SELECT $RAW_LOCK;"
 	ratio try_lock_4000_delays_vs_raw try_lock raw_lock "<= 1.05" \
 		"\`fencing.try_lock(name)\` on free names with 4,000 lock-delays of other names (half of them in another database) / \`pg_try_advisory_xact_lock(hashtextextended(name, 0))\`, per call, 4 clients"
 	# the same in one statement, 1000 names per client, where the round
-	# trip no longer hides what a grant pays per delay in the table
+	# trip no longer hides what a grant pays per delay in the table (a
+	# group of its own: next to statements this long, the per-call ones
+	# would measure the wait for a CPU)
+	group delays_4000_inserver section=delays clients=4 options="$QUIET" \
+		teardown=teardown_lock_delays
 	stmt try_lock_1000 "SELECT count(fencing.try_lock('k' || i || ':' || pg_backend_pid())) FROM generate_series(1, 1000) i;"
 	stmt raw_lock_1000 "SELECT count(pg_try_advisory_xact_lock(hashtextextended('k' || i || ':' || pg_backend_pid(), 0))) FROM generate_series(1, 1000) i;"
 	ratio try_lock_inserver_4000_delays_vs_raw try_lock_1000 raw_lock_1000 "-" \
@@ -668,6 +677,18 @@ define_benchmarks()
 	stmt one_taken "SELECT fencing.try_acquire('sem-one', 64);"
 	ratio try_acquire_full_vs_one_taken full one_taken "<= 1.5" \
 		"\`try_acquire(name, 64)\` with all 64 permits held / with 1 of 64 held, per call"
+
+	# 50 sessions wait for permits of other semaphores, whose keys share
+	# the low 6 bits with "pp-crowded" (so that a wake-up chosen by those
+	# bits would reach them), none with "pp-alone".  Each statement takes
+	# and frees a permit of its semaphore; 2 clients, so a release often
+	# hands the permit to the other client waiting for it.
+	group semaphores_wake section=semaphores clients=2 options="$QUIET" \
+		setup=setup_semaphore_waiters teardown=teardown_semaphore_waiters
+	stmt crowded "SELECT fencing.acquire('pp-crowded', 1);"
+	stmt alone "SELECT fencing.acquire('pp-alone', 1);"
+	ratio acquire_release_50_waiters_vs_none crowded alone "<= 1.05" \
+		"\`acquire(name, 1)\` and its release, 2 clients, with 50 sessions waiting for other semaphores whose keys share the low bits / with none"
 }
 
 # The tables of the trigger groups, in one transaction: when a part fails
@@ -815,6 +836,45 @@ setup_semaphore_holders()
 	done
 	echo "ERROR: only $held of 65 permits held"
 	return 1
+}
+
+# One session holds 50 semaphores of one permit, whose keys end in the
+# same 6 bits as that of "pp-crowded" (and not as "pp-alone"'s), and 50
+# sessions wait for them, until teardown.
+setup_semaphore_waiters()
+{
+	local names n waiting
+
+	names=$(sql -c "SELECT string_agg(quote_literal(n), ',') FROM (
+		SELECT 'waiting-elsewhere:' || i AS n FROM generate_series(1, 100000) i
+		 WHERE fencing.lock_key('waiting-elsewhere:' || i) & 63 = fencing.lock_key('pp-crowded') & 63
+		 LIMIT 50) s") || return 1
+	[ "$(sql -c "SELECT fencing.lock_key('pp-alone') & 63 <> fencing.lock_key('pp-crowded') & 63")" = t ] ||
+		{ echo "ERROR: pp-alone and pp-crowded share the low bits"; return 1; }
+	sql -c "BEGIN" -c "SELECT count(fencing.try_acquire(n, 1)) FROM unnest(ARRAY[$names]) n" \
+		-c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
+	SEMAPHORE_HOLDERS+=($!)
+	for _ in $(seq 1 100); do
+		[ "$(sql -c "SELECT count(*) FROM fencing.locks WHERE granted AND name LIKE 'waiting-elsewhere:%'")" = 50 ] && break
+		sleep 0.2
+	done
+	for n in $(sql -c "SELECT unnest(ARRAY[$names])"); do
+		sql -c "BEGIN" -c "SELECT fencing.acquire('$n', 1)" >/dev/null 2>&1 &
+		SEMAPHORE_HOLDERS+=($!)
+	done
+	for _ in $(seq 1 150); do
+		waiting=$(sql -c "SELECT count(*) FROM fencing.locks WHERE NOT granted AND name LIKE 'waiting-elsewhere:%'")
+		[ "$waiting" = 50 ] && return 0
+		sleep 0.2
+	done
+	echo "ERROR: only $waiting of 50 sessions wait"
+	return 1
+}
+
+teardown_semaphore_waiters()
+{
+	sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'SELECT fencing.acquire(''waiting-elsewhere:%'" >/dev/null
+	teardown_semaphore_holders
 }
 
 teardown_semaphore_holders()
