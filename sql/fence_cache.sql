@@ -101,6 +101,25 @@ ROLLBACK;
 ALTER TABLE spread OWNER TO CURRENT_USER;
 DROP ROLE fence_cache_owner;
 
+-- A table of its own (no ancestor to invalidate): CREATE OR REPLACE
+-- TRIGGER keeps the trigger's OID and changes its mode
+CREATE TABLE single (id int, fence bigint);
+SELECT fencing.protect('single');
+INSERT INTO single VALUES (1, 500);
+BEGIN;
+SET LOCAL fencing.token = 400;
+UPDATE single SET id = 2;
+ROLLBACK;
+SELECT oid AS trigger_before FROM pg_trigger WHERE tgrelid = 'single'::regclass \gset
+CREATE OR REPLACE TRIGGER fencing_reject_stale BEFORE INSERT OR UPDATE OR DELETE ON single
+	FOR EACH ROW EXECUTE FUNCTION fencing.reject_stale('fence', 'skip');
+SELECT oid = :trigger_before AS same_trigger FROM pg_trigger WHERE tgrelid = 'single'::regclass;
+BEGIN;
+SET LOCAL fencing.token = 400;
+UPDATE single SET id = 2;
+ROLLBACK;
+DROP TABLE single;
+
 -- A default on the fence column of a partitioned ancestor, written into
 -- the catalogs directly (past the DDL checks): the next write to a
 -- partition below it resolves its trigger again and refuses the column.
