@@ -634,15 +634,18 @@ define_benchmarks()
 	for c in 1 32 128; do
 		group partitions_p$c section=partitions clients=1 time=15 \
 			options="-c synchronous_commit=off" setup="setup_partition_tables $c" \
-			before_run="VACUUM part_plain_$c, part_fenced_$c, part_noop_$c"
+			before_run="VACUUM part_plain_$c, part_fenced_$c, part_noop_$c, part_stamp_$c"
 		stmt fenced "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_fenced_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
 		stmt noop "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_noop_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
 		stmt plain "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_plain_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
 		stmt fenced_given "BEGIN; INSERT INTO part_fenced_$c SELECT i, 0, 1000 FROM generate_series(1, 200000) i; ROLLBACK;"
+		stmt stamp "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_stamp_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
 		ratio partitions_insert_vs_noop_p$c fenced noop "<= 1.10" \
 			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / a no-op C BEFORE ROW trigger"
 		ratio partitions_insert_vs_plain_p$c fenced plain "-" \
 			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / no trigger"
+		ratio partitions_insert_vs_stamp_p$c fenced stamp "-" \
+			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / a C BEFORE ROW trigger that only fills in the fence column"
 		ratio partitions_insert_given_vs_noop_p$c fenced_given noop "-" \
 			"INSERT of 200,000 rows that carry their fence (nothing to stamp), $c hash partition$([ "$c" = 1 ] || echo s), protected / the no-op C trigger with \`fencing.token\` set"
 	done
@@ -768,8 +771,9 @@ setup_partition_tables()
 	{
 		echo "SET client_min_messages = warning;"
 		echo "CREATE OR REPLACE FUNCTION bench_noop_trigger() RETURNS trigger AS '$NOOP_TRIGGER' LANGUAGE C;"
+		echo "CREATE OR REPLACE FUNCTION bench_stamp_trigger() RETURNS trigger AS '$NOOP_TRIGGER' LANGUAGE C;"
 		echo "SELECT fencing.next_token() > 1000 AS token_issued;"
-		for t in plain fenced noop; do
+		for t in plain fenced noop stamp; do
 			echo "DROP TABLE IF EXISTS part_${t}_$n;"
 			echo "CREATE TABLE part_${t}_$n (id int NOT NULL, balance bigint NOT NULL, fence bigint) PARTITION BY HASH (id);"
 			for i in $(seq 0 $((n - 1))); do
@@ -778,6 +782,7 @@ setup_partition_tables()
 		done
 		echo "SELECT fencing.protect('part_fenced_$n');"
 		echo "CREATE TRIGGER noop BEFORE INSERT OR UPDATE OR DELETE ON part_noop_$n FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger();"
+		echo "CREATE TRIGGER stamp BEFORE INSERT OR UPDATE OR DELETE ON part_stamp_$n FOR EACH ROW EXECUTE FUNCTION bench_stamp_trigger();"
 	} | sql --single-transaction || return 1
 }
 
