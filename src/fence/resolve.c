@@ -56,6 +56,9 @@
 
 static HTAB *fence_cache = NULL;
 
+/* Counts the invalidations seen, so a resolve knows one came during it. */
+static uint64 fence_cache_invalidations = 0;
+
 /* Whether the entry depends on the relation relid. */
 static bool
 fence_cache_depends_on(const FenceTriggerCache *cache, Oid relid)
@@ -84,6 +87,7 @@ fence_cache_invalidate(Datum arg, Oid relid)
 	HASH_SEQ_STATUS status;
 	FenceTriggerCache *cache;
 
+	fence_cache_invalidations++;
 	if (fence_cache == NULL)
 		return;
 	hash_seq_init(&status, fence_cache);
@@ -223,9 +227,9 @@ fencing_fence_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	FenceStaleMode mode;
 	const char *column;
-	AttrNumber	attnum;
+	FenceTriggerCache resolved;
 	FenceTriggerCache *cache;
-	bool		found;
+	uint64		invalidations;
 
 	if (fence_cache == NULL)
 	{
@@ -244,18 +248,28 @@ fencing_fence_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
 		return cache;
 	}
 
-	/* may raise an error: the table gets no entry for this trigger */
+	/*
+	 * Everything from the catalogs first, into a local entry: reading them
+	 * may raise an error (the table then gets no entry for this trigger)
+	 * or process invalidations, whose callback walks the table, so the
+	 * table's entry is made only once nothing else runs before it is
+	 * whole.  An invalidation during the reads may have come after some of
+	 * them: the entry then serves this row only.
+	 */
+	invalidations = fence_cache_invalidations;
 	column = resolve_arguments(trigger, rel, &mode);
-	attnum = resolve_column(trigger, rel, column);
+	resolved.fence_attnum = resolve_column(trigger, rel, column);
+	resolve_ancestors(rel, &resolved);
+	resolved.relid = RelationGetRelid(rel);
+	resolved.tupdesc = tupdesc;
+	resolved.natts = tupdesc->natts;
+	resolved.mode = mode;
+	resolved.trigger_oid = invalidations == fence_cache_invalidations ?
+		trigger->tgoid : InvalidOid;
+	resolved.key = trigger->tgoid;
 
-	cache = hash_search(fence_cache, &trigger->tgoid, HASH_ENTER, &found);
-	resolve_ancestors(rel, cache);
-	cache->relid = RelationGetRelid(rel);
-	cache->tupdesc = tupdesc;
-	cache->natts = tupdesc->natts;
-	cache->fence_attnum = attnum;
-	cache->mode = mode;
-	cache->trigger_oid = trigger->tgoid;
+	cache = hash_search(fence_cache, &trigger->tgoid, HASH_ENTER, NULL);
+	*cache = resolved;
 	fcinfo->flinfo->fn_extra = cache;
 	return cache;
 }
