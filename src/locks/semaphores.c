@@ -11,10 +11,10 @@
  * holding that lock, so a permit ends with its (sub)transaction or backend
  * exactly like any fencing lock, and at most m transactions hold permits
  * numbered 1..m at once.  A caller tries permits 1..m in turn without
- * waiting, skipping those the registry shows taken (registry.c), so a
- * full semaphore costs one look at the registry, not m LockAcquire calls;
- * with all of them free the first try succeeds, so the cost is that of
- * try_lock.
+ * waiting; with all of them free the first try succeeds, so the cost is
+ * that of try_lock.  From the first busy one on it skips those the
+ * registry shows taken (registry.c), so a full semaphore costs one
+ * LockAcquire and one look at the registry, not m LockAcquire calls.
  *
  * Core's lock manager can wait for one lock, not for any of m, so a waiter
  * marks its registry slot waiting, sleeps on its latch and tries again
@@ -100,16 +100,15 @@ static bool
 attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 {
 	bool		taken[FENCING_MAX_PERMITS];
+	bool		looked = false;
 	int			i;
 
 	*delay_end = 0;
-	if (fencing_lock_registry_permits_taken(req->key, permits, taken) == permits)
-		permits = 0;
 	for (i = 1; i <= permits; i++)
 	{
 		TimestampTz until;
 
-		if (taken[i - 1])
+		if (looked && taken[i - 1])
 			continue;
 		until = fencing_delay_in_force(req->key, i);
 		if (until != 0)
@@ -119,7 +118,14 @@ attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 			set_permit_tag(&req->tag, req->key, i);
 			if (LockAcquire(&req->tag, ExclusiveLock, false, true) ==
 				LOCKACQUIRE_NOT_AVAIL)
+			{
+				/* the first busy permit: learn which others are taken */
+				if (!looked)
+					(void) fencing_lock_registry_permits_taken(req->key, permits,
+															   taken);
+				looked = true;
 				continue;
+			}
 			until = fencing_give_back_if_delayed(&req->tag, ExclusiveLock,
 												 req->key, i);
 			if (until == 0)
