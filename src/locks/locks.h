@@ -128,6 +128,7 @@ extern void fencing_lock_registry_wait(int slotno);
 extern void fencing_lock_registry_set_permit(int slotno, int permit);
 extern int	fencing_lock_registry_permits_taken(int64 key, int permits,
 												bool *taken);
+extern void fencing_lock_registry_permit_waiting(int one);
 extern void fencing_lock_registry_permit_freed(int64 key);
 extern void fencing_lock_registry_grant(int slotno, int64 token, bool after_wait);
 extern uint32 fencing_lock_registry_releases(int64 key);

@@ -103,6 +103,7 @@ typedef struct LockRegistry
 {
 	int			capacity;
 	pg_atomic_uint32 outside_claims;	/* slots claimed past their window */
+	pg_atomic_uint32 permit_waiters;	/* backends waiting for a permit */
 } LockRegistry;
 
 /* GUC fencing.max_tracked_locks */
@@ -209,6 +210,7 @@ registry_shmem_startup(void)
 
 		registry->capacity = max_tracked_locks;
 		pg_atomic_init_u32(&registry->outside_claims, 0);
+		pg_atomic_init_u32(&registry->permit_waiters, 0);
 		for (i = 0; i < registry->capacity; i++)
 		{
 			LockSlot   *slot = &slots[i].slot;
@@ -498,6 +500,19 @@ fencing_lock_registry_permits_taken(int64 key, int permits, bool *taken)
 }
 
 /*
+ * This backend starts (1) or stops (-1) waiting for a permit.  A waiter
+ * counts itself before its first try, and a release looks for waiters
+ * only while some are counted: both sides order their count and their
+ * lock with a full barrier, so a release that reads none comes before
+ * the try of any waiter it could have woken.
+ */
+void
+fencing_lock_registry_permit_waiting(int one)
+{
+	pg_atomic_fetch_add_u32(&registry->permit_waiters, one);
+}
+
+/*
  * A permit of the key was freed (core has released its lock, and its slot
  * is free): wake the backends that wait for a permit of the key in this
  * database, by their latches.  Runs in resource release, so it only reads:
@@ -512,6 +527,8 @@ fencing_lock_registry_permit_freed(int64 key)
 
 	/* the lock and the slot are free before we look for waiters */
 	pg_memory_barrier();
+	if (pg_atomic_read_u32(&registry->permit_waiters) == 0)
+		return;
 	limit = probe_limit();
 	for (i = 0; i < limit; i++)
 	{

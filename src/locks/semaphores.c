@@ -178,7 +178,8 @@ permit_sleep_ms(TimestampTz deadline, TimestampTz delay_end)
 }
 
 /*
- * Every permit was busy or delayed: mark the slot waiting, sleep on the
+ * Every permit was busy or delayed: mark the slot waiting and count this
+ * backend among the waiters (until it stops, by error too), sleep on the
  * latch and try again on each wake-up, until a permit is granted (true) or
  * the deadline passes (0: none).  The slot is marked before the first try
  * and the latch reset before each, so a release after a try wakes the
@@ -188,22 +189,31 @@ static bool
 wait_for_permit(LockRequest *req, int permits, TimestampTz deadline)
 {
 	TimestampTz delay_end;
-	bool		granted;
+	volatile bool granted = false;
 
 	fencing_lock_registry_wait(fencing_pending.slot);
-	while (!(granted = attempt_permits(req, permits, &delay_end)))
+	fencing_lock_registry_permit_waiting(1);
+	PG_TRY();
 	{
-		long		sleep_ms = permit_sleep_ms(deadline, delay_end);
+		while (!(granted = attempt_permits(req, permits, &delay_end)))
+		{
+			long		sleep_ms = permit_sleep_ms(deadline, delay_end);
 
-		if (sleep_ms == 0)
-			break;
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-						 (sleep_ms > 0 ? WL_TIMEOUT : 0),
-						 sleep_ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+			if (sleep_ms == 0)
+				break;
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
+							 (sleep_ms > 0 ? WL_TIMEOUT : 0),
+							 sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
 	}
+	PG_FINALLY();
+	{
+		fencing_lock_registry_permit_waiting(-1);
+	}
+	PG_END_TRY();
 	return granted;
 }
 
