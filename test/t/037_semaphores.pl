@@ -185,6 +185,14 @@ for my $i (1 .. $permits)
 is($node->safe_psql('postgres',
 		"BEGIN; SELECT fencing.try_acquire('api', $permits) IS NOT NULL; COMMIT"),
 	't', 'with every permit held in another database, try_acquire here gets one');
+# and with permit 1 held here, the others are still free here
+my $here = $node->background_psql('postgres');
+$here->query_safe('BEGIN');
+$here->query_safe("SELECT fencing.try_acquire('api', $permits)");
+is($node->safe_psql('postgres',
+		"BEGIN; SELECT fencing.try_acquire('api', $permits) IS NOT NULL; COMMIT"),
+	't', 'with permit 1 held here and every permit in another database, try_acquire here gets one');
+$here->quit;
 $_->quit for @holders;
 $node->stop;
 done_testing();
