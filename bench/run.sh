@@ -75,7 +75,7 @@ BENCH_TIME=${BENCH_TIME:-5}
 BENCH_RUNS=${BENCH_RUNS:-5}
 BENCH_SCALE_TIME=${BENCH_SCALE_TIME:-2}
 BENCH_SCALE_RUNS=${BENCH_SCALE_RUNS:-3}
-BENCH_SECTIONS=${BENCH_SECTIONS:-"percall inserver trigger scaling durable leases"}
+BENCH_SECTIONS=${BENCH_SECTIONS:-"percall inserver trigger partitions delays semaphores scaling durable leases"}
 BENCH_STRICT=${BENCH_STRICT:-0}
 SCALING_CLIENTS=${BENCH_SCALING_CLIENTS:-"1 2 4 8 16"}
 
@@ -166,15 +166,17 @@ tree_path()
 
 GROUP_NAMES=()
 declare -A G_SECTION=() G_CLIENTS=() G_MODE=() G_OPTIONS=() G_SETUP=() \
-	G_BEFORE_RUN=() G_KEYS=() S_SQL=() LAT=()
+	G_BEFORE_RUN=() G_TEARDOWN=() G_TIME=() G_KEYS=() S_SQL=() LAT=()
 CURRENT_GROUP=
 
 # group NAME [section=S] [clients=N] [mode=simple|extended|prepared]
 #            [options=PGOPTIONS] [setup=FUNCTION] [before_run=SQL]
+#            [teardown=FUNCTION] [time=SECONDS]
 #
 # Opens a group: the statements declared next (stmt) run side by side and
 # the ratios declared next (ratio) compare them.  setup runs once before
-# the group; before_run before each of its runs.
+# the group, teardown once after it; before_run before each of its runs.
+# time replaces BENCH_TIME for a group whose statements take long.
 group()
 {
 	local name=$1 arg
@@ -188,6 +190,8 @@ group()
 	G_OPTIONS[$name]=
 	G_SETUP[$name]=
 	G_BEFORE_RUN[$name]=
+	G_TEARDOWN[$name]=
+	G_TIME[$name]=$BENCH_TIME
 	G_KEYS[$name]=
 	for arg in "$@"; do
 		case $arg in
@@ -197,6 +201,8 @@ group()
 			options=*) G_OPTIONS[$name]=${arg#*=} ;;
 			setup=*) G_SETUP[$name]=${arg#*=} ;;
 			before_run=*) G_BEFORE_RUN[$name]=${arg#*=} ;;
+			teardown=*) G_TEARDOWN[$name]=${arg#*=} ;;
+			time=*) G_TIME[$name]=${arg#*=} ;;
 			*) die "group $name: unknown argument $arg" ;;
 		esac
 	done
@@ -242,6 +248,23 @@ build_sidebyside()
 	fi
 }
 
+# The no-op C row trigger of the partition groups (bench/noop_trigger.c),
+# built against the server's headers into the scratch directory; without
+# it those groups are skipped.
+build_noop_trigger()
+{
+	local includedir
+
+	NOOP_TRIGGER=$WORK/noop_trigger.so
+	includedir=$("$PGBIN/pg_config" --includedir-server 2>/dev/null || pg_config --includedir-server)
+	if ! gcc -O2 -fPIC -shared -Wall -Werror -I"$includedir" "$BENCH_DIR/noop_trigger.c" \
+		-o "$NOOP_TRIGGER" >"$WORK/noop_trigger.build" 2>&1; then
+		NOTES+=("note: bench/noop_trigger.c did not build: $(head -1 "$WORK/noop_trigger.build")")
+		NOOP_TRIGGER=
+	fi
+	chmod 755 "$NOOP_TRIGGER" 2>/dev/null || true
+}
+
 # Measures the statements of GROUP side by side, BENCH_RUNS runs of
 # BENCH_TIME seconds: LAT[group:key:run], the trimmed mean time (ms) of one
 # execution.  A statement that fails when tried alone (a function this
@@ -251,7 +274,7 @@ measure_group()
 	local group=$1 key run out i
 	local -a keys kept=() sqls=() fields
 
-	if [ -n "${G_SETUP[$group]}" ] && ! "${G_SETUP[$group]}" >"$WORK/$group.setup" 2>&1; then
+	if [ -n "${G_SETUP[$group]}" ] && ! ${G_SETUP[$group]} >"$WORK/$group.setup" 2>&1; then
 		NOTES+=("skipped: $group: ${G_SETUP[$group]} failed: $(grep -m1 ERROR "$WORK/$group.setup" || true)")
 		G_KEYS[$group]=
 		return 0
@@ -272,9 +295,9 @@ measure_group()
 		if [ -n "${G_BEFORE_RUN[$group]}" ]; then
 			sql -c "${G_BEFORE_RUN[$group]}" >/dev/null
 		fi
-		say "bench: $group run $run/$BENCH_RUNS (${#kept[@]} statements side by side, ${G_CLIENTS[$group]} clients, ${BENCH_TIME}s)"
+		say "bench: $group run $run/$BENCH_RUNS (${#kept[@]} statements side by side, ${G_CLIENTS[$group]} clients, ${G_TIME[$group]}s)"
 		out=$WORK/$group.run$run.out
-		if ! sidebyside "$group" "${G_CLIENTS[$group]}" "$BENCH_TIME" "${sqls[@]}" >"$out" 2>&1; then
+		if ! sidebyside "$group" "${G_CLIENTS[$group]}" "${G_TIME[$group]}" "${sqls[@]}" >"$out" 2>&1; then
 			cat "$out" >&2
 			die "bench/sidebyside.c failed in group $group"
 		fi
@@ -625,6 +648,77 @@ define_benchmarks()
 		"5000-row UPDATE, \`reject_stale\` / \`suppress_redundant_updates_trigger\` (any BEFORE ROW C trigger)"
 	ratio any_c_trigger_bulk_vs_plain any_c_trigger plain "-" \
 		"5000-row UPDATE, \`suppress_redundant_updates_trigger\` / no trigger (what any BEFORE ROW trigger costs)"
+
+	# Partitioned tables: 200,000 rows inserted with fencing.token set (the
+	# trigger stamps it into every row: a new tuple per row, which the
+	# executor copies into its slot) through hash partitioning, which
+	# sends consecutive rows to different partitions; and the same rows
+	# carrying their fence, which leaves nothing to stamp.  Each partition
+	# fires its own clone of the parent's trigger.  The floor is the same
+	# INSERT through a C row trigger that hands the row back unchanged.
+	# ROLLBACK keeps the tables empty; VACUUM before each run reclaims the
+	# space.
+	for c in 1 32 128; do
+		group partitions_p$c section=partitions clients=1 time=15 \
+			options="-c synchronous_commit=off" setup="setup_partition_tables $c" \
+			before_run="VACUUM part_plain_$c, part_fenced_$c, part_noop_$c, part_stamp_$c"
+		stmt fenced "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_fenced_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
+		stmt noop "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_noop_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
+		stmt plain "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_plain_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
+		stmt fenced_given "BEGIN; INSERT INTO part_fenced_$c SELECT i, 0, 1000 FROM generate_series(1, 200000) i; ROLLBACK;"
+		stmt stamp "BEGIN; SET LOCAL fencing.token = 1000; INSERT INTO part_stamp_$c SELECT i, 0 FROM generate_series(1, 200000) i; ROLLBACK;"
+		ratio partitions_insert_vs_noop_p$c fenced noop "<= 1.10" \
+			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / a no-op C BEFORE ROW trigger"
+		ratio partitions_insert_vs_plain_p$c fenced plain "-" \
+			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / no trigger"
+		ratio partitions_insert_vs_stamp_p$c fenced stamp "-" \
+			"INSERT of 200,000 rows with \`fencing.token\` set, $c hash partition$([ "$c" = 1 ] || echo s), protected / a C BEFORE ROW trigger that only fills in the fence column"
+		ratio partitions_insert_given_vs_noop_p$c fenced_given noop "-" \
+			"INSERT of 200,000 rows that carry their fence (nothing to stamp), $c hash partition$([ "$c" = 1 ] || echo s), protected / the no-op C trigger with \`fencing.token\` set"
+	done
+
+	# Lock-delays of other names: 2,000 in this database and 2,000 in
+	# another, each lasting an hour; the names locked are never delayed.
+	# try_lock next to the raw advisory lock, which no delay concerns: the
+	# per-call rows put the two within 1 % of each other without delays.
+	group delays_4000 section=delays clients=4 options="$QUIET" \
+		setup=setup_lock_delays
+	stmt try_lock "SELECT fencing.try_lock($NAME);"
+	stmt raw_lock "SELECT $RAW_LOCK;"
+	ratio try_lock_4000_delays_vs_raw try_lock raw_lock "<= 1.05" \
+		"\`fencing.try_lock(name)\` on free names with 4,000 lock-delays of other names (half of them in another database) / \`pg_try_advisory_xact_lock(hashtextextended(name, 0))\`, per call, 4 clients"
+	# the same in one statement, 1000 names per client, where the round
+	# trip no longer hides what a grant pays per delay in the table (a
+	# group of its own: next to statements this long, the per-call ones
+	# would measure the wait for a CPU)
+	group delays_4000_inserver section=delays clients=4 options="$QUIET" \
+		teardown=teardown_lock_delays
+	stmt try_lock_1000 "SELECT count(fencing.try_lock('k' || i || ':' || pg_backend_pid())) FROM generate_series(1, 1000) i;"
+	stmt raw_lock_1000 "SELECT count(pg_try_advisory_xact_lock(hashtextextended('k' || i || ':' || pg_backend_pid(), 0))) FROM generate_series(1, 1000) i;"
+	ratio try_lock_inserver_4000_delays_vs_raw try_lock_1000 raw_lock_1000 "-" \
+		"1000 \`try_lock()\` in one statement with 4,000 lock-delays of other names / 1000 raw advisory locks + hash, 4 clients"
+
+	# A semaphore of 64 permits, every one held by another session, next
+	# to one of 64 permits of which one is held: a try on the first finds
+	# them all busy, a try on the second gets the second permit.
+	group semaphores_full section=semaphores clients=1 options="$QUIET" \
+		setup=setup_semaphore_holders teardown=teardown_semaphore_holders
+	stmt full "SELECT fencing.try_acquire('sem-full', 64);"
+	stmt one_taken "SELECT fencing.try_acquire('sem-one', 64);"
+	ratio try_acquire_full_vs_one_taken full one_taken "<= 1.5" \
+		"\`try_acquire(name, 64)\` with all 64 permits held / with 1 of 64 held, per call"
+
+	# 50 sessions wait for permits of other semaphores, whose keys share
+	# the low 6 bits with "pp-crowded" (so that a wake-up chosen by those
+	# bits would reach them), none with "pp-alone".  Each statement takes
+	# and frees a permit of its semaphore; 2 clients, so a release often
+	# hands the permit to the other client waiting for it.
+	group semaphores_wake section=semaphores clients=2 options="$QUIET" \
+		setup=setup_semaphore_waiters teardown=teardown_semaphore_waiters
+	stmt crowded "SELECT fencing.acquire('pp-crowded', 1);"
+	stmt alone "SELECT fencing.acquire('pp-alone', 1);"
+	ratio acquire_release_50_waiters_vs_none crowded alone "<= 1.05" \
+		"\`acquire(name, 1)\` and its release, 2 clients, with 50 sessions waiting for other semaphores whose keys share the low bits / with none"
 }
 
 # The lease the lease_use group renews and fences with, for longer than
@@ -701,6 +795,135 @@ CREATE TRIGGER any_c_trigger BEFORE UPDATE ON bulk_ctrigger
 	FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger();
 EOF
 	sql -c "VACUUM ANALYZE row_plain, row_fenced, row_ctrigger, bulk_plain, bulk_fenced, bulk_plpgsql, bulk_ctrigger"
+}
+
+# The tables of partitions_pN: hash partitioned into N, unprotected,
+# protected, and with the no-op C trigger.  Like the trigger tables, in
+# one transaction.
+setup_partition_tables()
+{
+	local n=$1 t i
+
+	[ -n "$NOOP_TRIGGER" ] || { echo "ERROR: no bench/noop_trigger.c build"; return 1; }
+	{
+		echo "SET client_min_messages = warning;"
+		echo "CREATE OR REPLACE FUNCTION bench_noop_trigger() RETURNS trigger AS '$NOOP_TRIGGER' LANGUAGE C;"
+		echo "CREATE OR REPLACE FUNCTION bench_stamp_trigger() RETURNS trigger AS '$NOOP_TRIGGER' LANGUAGE C;"
+		echo "SELECT fencing.next_token() > 1000 AS token_issued;"
+		for t in plain fenced noop stamp; do
+			echo "DROP TABLE IF EXISTS part_${t}_$n;"
+			echo "CREATE TABLE part_${t}_$n (id int NOT NULL, balance bigint NOT NULL, fence bigint) PARTITION BY HASH (id);"
+			for i in $(seq 0 $((n - 1))); do
+				echo "CREATE TABLE part_${t}_${n}_$i PARTITION OF part_${t}_$n FOR VALUES WITH (MODULUS $n, REMAINDER $i);"
+			done
+		done
+		echo "SELECT fencing.protect('part_fenced_$n');"
+		echo "CREATE TRIGGER noop BEFORE INSERT OR UPDATE OR DELETE ON part_noop_$n FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger();"
+		echo "CREATE TRIGGER stamp BEFORE INSERT OR UPDATE OR DELETE ON part_stamp_$n FOR EACH ROW EXECUTE FUNCTION bench_stamp_trigger();"
+	} | sql --single-transaction || return 1
+}
+
+# 2,000 lock-delays in this database and 2,000 in another: a session
+# takes 2,000 names and is terminated while it holds them.
+setup_lock_delays()
+{
+	local db pid n
+
+	sql -c "ALTER SYSTEM SET fencing.lock_delay = '1h'" -c "SELECT pg_reload_conf()" >/dev/null || return 1
+	sql -c "DROP DATABASE IF EXISTS bench_other" -c "CREATE DATABASE bench_other" >/dev/null || return 1
+	sql -d bench_other -c "CREATE EXTENSION fencing" >/dev/null || return 1
+	sleep 1
+	for db in "$PGDATABASE" bench_other; do
+		sql -d "$db" -c "BEGIN" -c "SELECT count(fencing.try_lock('held-elsewhere:' || i)) FROM generate_series(1, 2000) i" \
+			-c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+		for _ in $(seq 1 100); do
+			pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND query LIKE 'SELECT pg_sleep(600)%' AND state = 'active'")
+			[ -n "$pid" ] && break
+			sleep 0.2
+		done
+		[ -n "$pid" ] || { echo "ERROR: the holder in $db did not start"; return 1; }
+		sql -c "SELECT pg_terminate_backend($pid, 10000)" >/dev/null || return 1
+		wait
+	done
+	n=$(sql -c "SELECT count(*) FROM fencing.locks WHERE delayed_until IS NOT NULL")
+	NOTES+=("delays_4000: $n lock-delays in force while measured")
+	[ "$n" -ge 4000 ] || { echo "ERROR: $n lock-delays, not 4000"; return 1; }
+}
+
+teardown_lock_delays()
+{
+	sql -c "ALTER SYSTEM RESET fencing.lock_delay" -c "SELECT pg_reload_conf()" >/dev/null
+	sql -c "SELECT fencing.clear_lock_delays()" >/dev/null
+	sql -d bench_other -c "SELECT fencing.clear_lock_delays()" >/dev/null
+	sql -c "DROP DATABASE bench_other" >/dev/null
+}
+
+# 65 sessions that hold permits until teardown: 64 of the 64 of
+# "sem-full", 1 of "sem-one".
+SEMAPHORE_HOLDERS=()
+setup_semaphore_holders()
+{
+	local name i held
+
+	for i in $(seq 1 65); do
+		name=sem-full
+		[ "$i" = 65 ] && name=sem-one
+		sql -c "BEGIN" -c "SELECT fencing.try_acquire('$name', 64)" -c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
+		SEMAPHORE_HOLDERS+=($!)
+	done
+	for _ in $(seq 1 150); do
+		held=$(sql -c "SELECT count(*) FROM fencing.locks WHERE granted AND name IN ('sem-full', 'sem-one')")
+		[ "$held" = 65 ] && return 0
+		sleep 0.2
+	done
+	echo "ERROR: only $held of 65 permits held"
+	return 1
+}
+
+# One session holds 50 semaphores of one permit, whose keys end in the
+# same 6 bits as that of "pp-crowded" (and not as "pp-alone"'s), and 50
+# sessions wait for them, until teardown.
+setup_semaphore_waiters()
+{
+	local names n waiting
+
+	names=$(sql -c "SELECT string_agg(quote_literal(n), ',') FROM (
+		SELECT 'waiting-elsewhere:' || i AS n FROM generate_series(1, 100000) i
+		 WHERE fencing.lock_key('waiting-elsewhere:' || i) & 63 = fencing.lock_key('pp-crowded') & 63
+		 LIMIT 50) s") || return 1
+	[ "$(sql -c "SELECT fencing.lock_key('pp-alone') & 63 <> fencing.lock_key('pp-crowded') & 63")" = t ] ||
+		{ echo "ERROR: pp-alone and pp-crowded share the low bits"; return 1; }
+	sql -c "BEGIN" -c "SELECT count(fencing.try_acquire(n, 1)) FROM unnest(ARRAY[$names]) n" \
+		-c "SELECT pg_sleep(3600)" >/dev/null 2>&1 &
+	SEMAPHORE_HOLDERS+=($!)
+	for _ in $(seq 1 100); do
+		[ "$(sql -c "SELECT count(*) FROM fencing.locks WHERE granted AND name LIKE 'waiting-elsewhere:%'")" = 50 ] && break
+		sleep 0.2
+	done
+	for n in $(sql -c "SELECT unnest(ARRAY[$names])"); do
+		sql -c "BEGIN" -c "SELECT fencing.acquire('$n', 1)" >/dev/null 2>&1 &
+		SEMAPHORE_HOLDERS+=($!)
+	done
+	for _ in $(seq 1 150); do
+		waiting=$(sql -c "SELECT count(*) FROM fencing.locks WHERE NOT granted AND name LIKE 'waiting-elsewhere:%'")
+		[ "$waiting" = 50 ] && return 0
+		sleep 0.2
+	done
+	echo "ERROR: only $waiting of 50 sessions wait"
+	return 1
+}
+
+teardown_semaphore_waiters()
+{
+	sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'SELECT fencing.acquire(''waiting-elsewhere:%'" >/dev/null
+	teardown_semaphore_holders
+}
+
+teardown_semaphore_holders()
+{
+	sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(3600)%'" >/dev/null
+	wait "${SEMAPHORE_HOLDERS[@]}" 2>/dev/null || true
+	SEMAPHORE_HOLDERS=()
 }
 
 # ---------------------------------------------------------------------------
@@ -872,6 +1095,7 @@ main()
 	fi
 	PG_VERSION=$(sql -c 'SHOW server_version' | awk '{ print $1 }')
 	build_sidebyside
+	build_noop_trigger
 
 	sql >/dev/null <<'EOF'
 SET client_min_messages = warning;
@@ -884,6 +1108,10 @@ EOF
 	for group in "${GROUP_NAMES[@]}"; do
 		if section_wanted "${G_SECTION[$group]}"; then
 			measure_group "$group"
+			if [ -n "${G_TEARDOWN[$group]}" ]; then
+				"${G_TEARDOWN[$group]}" >"$WORK/$group.teardown" 2>&1 ||
+					die "$group: ${G_TEARDOWN[$group]} failed: $(grep -m1 ERROR "$WORK/$group.teardown" || true)"
+			fi
 		fi
 	done
 	section_wanted scaling && bench_scaling

@@ -43,16 +43,21 @@ typedef union FencingStatSlot
 							  sizeof(pg_atomic_uint64) * FENCING_STAT_COUNT)];
 } FencingStatSlot;
 
+/*
+ * The shared header; the slots follow it from the next cache line on (the
+ * header's size is no multiple of a line, so they are placed by address,
+ * not as a member).
+ */
 typedef struct FencingStatShared
 {
 	slock_t		mutex;			/* protects baseline and reset_time */
 	uint64		baseline[FENCING_STAT_COUNT];
 	TimestampTz reset_time;
 	int			nslots;
-	FencingStatSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } FencingStatShared;
 
 static FencingStatShared *stat_shared = NULL;
+static FencingStatSlot *stat_slots = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -67,7 +72,7 @@ stat_slot_count(void)
 static Size
 stat_shmem_size(void)
 {
-	return add_size(offsetof(FencingStatShared, slots),
+	return add_size(sizeof(FencingStatShared) + PG_CACHE_LINE_SIZE,
 					mul_size(stat_slot_count(), sizeof(FencingStatSlot)));
 }
 
@@ -77,7 +82,7 @@ stat_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(stat_shmem_size(), PG_CACHE_LINE_SIZE));
+	RequestAddinShmemSpace(stat_shmem_size());
 }
 
 /* Create the zeroed slot array at postmaster start and crash restart. */
@@ -91,6 +96,8 @@ stat_shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	stat_shared = ShmemInitStruct("fencing stats", stat_shmem_size(), &found);
+	stat_slots = (FencingStatSlot *) TYPEALIGN(PG_CACHE_LINE_SIZE,
+											   (char *) stat_shared + sizeof(FencingStatShared));
 	if (!found)
 	{
 		int			i,
@@ -102,7 +109,7 @@ stat_shmem_startup(void)
 		stat_shared->nslots = stat_slot_count();
 		for (i = 0; i < stat_shared->nslots; i++)
 			for (j = 0; j < FENCING_STAT_COUNT; j++)
-				pg_atomic_init_u64(&stat_shared->slots[i].counts[j], 0);
+				pg_atomic_init_u64(&stat_slots[i].counts[j], 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -130,7 +137,7 @@ fencing_stat_add(FencingStat which, uint64 n)
 	if (unlikely(MyProc == NULL || stat_shared == NULL ||
 				 FENCING_MY_PROC_SLOT >= stat_shared->nslots))
 		return;
-	counter = &stat_shared->slots[FENCING_MY_PROC_SLOT].counts[which];
+	counter = &stat_slots[FENCING_MY_PROC_SLOT].counts[which];
 	pg_atomic_write_u64(counter, pg_atomic_read_u64(counter) + n);
 }
 
@@ -142,7 +149,7 @@ stat_total(FencingStat which, const uint64 *baseline)
 	int			i;
 
 	for (i = 0; i < stat_shared->nslots; i++)
-		sum += pg_atomic_read_u64(&stat_shared->slots[i].counts[which]);
+		sum += pg_atomic_read_u64(&stat_slots[i].counts[which]);
 	return sum >= baseline[which] ? sum - baseline[which] : 0;
 }
 

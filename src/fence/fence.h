@@ -194,6 +194,9 @@ FENCING_NORETURN extern void fencing_fence_report_unclaimed_move(Oid relid,
  * ---------------------------------------------------------------------
  */
 
+/* The most partitioned ancestors an entry lists; deeper trees forget theirs at every invalidation. */
+#define FENCE_CACHE_ANCESTORS	8
+
 /*
  * Per-trigger state: the fence column's number and the mode, resolved once
  * per trigger and row layout (resolve.c says where the entries live and
@@ -203,34 +206,45 @@ FENCING_NORETURN extern void fencing_fence_report_unclaimed_move(Oid relid,
  */
 typedef struct FenceTriggerCache
 {
-	Oid			trigger_oid;	/* InvalidOid: free */
+	Oid			key;			/* the trigger's OID: the hash key */
+	Oid			trigger_oid;	/* the same; InvalidOid once forgotten */
 	Oid			relid;
 	TupleDesc	tupdesc;
 	int			natts;
 	AttrNumber	fence_attnum;
 	FenceStaleMode mode;
+	int			nancestors;		/* -1: more than FENCE_CACHE_ANCESTORS */
+	Oid			ancestors[FENCE_CACHE_ANCESTORS];	/* partitioned, above relid */
 } FenceTriggerCache;
 
 extern void fencing_fence_cache_init(void);
 extern FenceTriggerCache *fencing_fence_resolve(FunctionCallInfo fcinfo,
 												TriggerData *trigdata);
 
+/* Whether the entry was resolved for this trigger, relation and layout. */
+static inline bool
+fencing_fence_cache_matches(const FenceTriggerCache *cache,
+							TriggerData *trigdata)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+
+	return cache->trigger_oid == trigdata->tg_trigger->tgoid &&
+		cache->relid == RelationGetRelid(rel) &&
+		cache->tupdesc == tupdesc &&
+		cache->natts == tupdesc->natts;
+}
+
 /*
  * The trigger's entry: the one fn_extra points at when its key still
- * matches (every row after the first), else resolved anew.
+ * matches (every row after the first), else the table's (resolve.c).
  */
 static inline FenceTriggerCache *
 fencing_fence_cached(FunctionCallInfo fcinfo, TriggerData *trigdata)
 {
 	FenceTriggerCache *cache = (FenceTriggerCache *) fcinfo->flinfo->fn_extra;
-	Relation	rel = trigdata->tg_relation;
-	TupleDesc	tupdesc = RelationGetDescr(rel);
 
-	if (likely(cache != NULL &&
-			   cache->trigger_oid == trigdata->tg_trigger->tgoid &&
-			   cache->relid == RelationGetRelid(rel) &&
-			   cache->tupdesc == tupdesc &&
-			   cache->natts == tupdesc->natts))
+	if (likely(cache != NULL && fencing_fence_cache_matches(cache, trigdata)))
 		return cache;
 	return fencing_fence_resolve(fcinfo, trigdata);
 }

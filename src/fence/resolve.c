@@ -11,16 +11,28 @@
  * time a trigger fires, and again after any relcache invalidation; every
  * other row takes the entry fencing_fence_cached() (fence.h) finds.
  *
- * Entries live in a small static array, not in fn_mcxt: when COPY fires a
- * trigger for the first time the FmgrInfo's context is the per-tuple
- * context, which is reset after every row.  The trigger's fn_extra points
- * at its entry, and the entry's key (trigger, relation, descriptor) is
- * checked on every call; partitions have their own cloned trigger and
- * their own descriptor, so a partition whose columns are in another order
- * gets its own entry.  Every relcache invalidation (ALTER TABLE, CREATE
- * OR REPLACE TRIGGER, DROP TRIGGER, a default set on a partitioned parent)
- * clears all entries, so a descriptor rebuilt at the same address is never
- * mistaken for the old one.
+ * Entries live in a hash table keyed by the trigger's OID in
+ * TopMemoryContext, not in fn_mcxt: when COPY fires a trigger for the first
+ * time the FmgrInfo's context is the per-tuple context, which is reset after
+ * every row.  The trigger's fn_extra points at its entry, and the entry's
+ * key (trigger, relation, descriptor) is checked on every call; partitions
+ * have their own cloned trigger and their own descriptor, so a partition
+ * whose columns are in another order gets its own entry, and a statement
+ * that routes rows to many partitions resolves each partition's trigger
+ * once, however many there are.
+ *
+ * A relcache invalidation of a relation (ALTER TABLE, CREATE OR REPLACE
+ * TRIGGER, DROP TRIGGER, ATTACH and DETACH PARTITION, a default set on a
+ * partitioned ancestor) forgets the entries that depend on it: those of
+ * its own triggers, and those of partitions below it, whose fence column
+ * must not be filled in by an ancestor either.  Each entry keeps the
+ * partitioned tables above its relation; a change to that chain changes
+ * the relation at its top, which is one of them or the relation itself.
+ * An invalidation of every relation (a full reset) forgets them all.
+ * Forgotten entries leave the table, but dynahash keeps their memory on
+ * its free list, so an fn_extra that still points at one reads an entry
+ * whose trigger is not its own (InvalidOid or another trigger's) and
+ * resolves anew.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -31,34 +43,61 @@
  */
 #include "postgres.h"
 
+#include "catalog/partition.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "fence/fence.h"
 
-#define FENCE_CACHE_SIZE	64
+static HTAB *fence_cache = NULL;
 
-static FenceTriggerCache fence_cache[FENCE_CACHE_SIZE];
-static int	fence_cache_next = 0;
+/* Counts the invalidations seen, so a resolve knows one came during it. */
+static uint64 fence_cache_invalidations = 0;
+
+/* Whether the entry depends on the relation relid. */
+static bool
+fence_cache_depends_on(const FenceTriggerCache *cache, Oid relid)
+{
+	int			i;
+
+	if (cache->relid == relid || cache->nancestors < 0)
+		return true;
+	for (i = 0; i < cache->nancestors; i++)
+	{
+		if (cache->ancestors[i] == relid)
+			return true;
+	}
+	return false;
+}
 
 /*
- * Relcache invalidation: some relation's columns, defaults or triggers may
- * have changed, so forget everything that was resolved.  Every entry, not
- * only the relation's own: a partition's entry depends on its partitioned
- * ancestors' defaults (fencing_refuse_filled_fence_column), and their
- * invalidation does not name the partition.  Entries are rebuilt from the
- * relcache, so this costs one resolve per trigger after DDL.
+ * Relcache invalidation of relid (InvalidOid: of every relation): its
+ * columns, defaults, triggers or place in a partition tree may have
+ * changed, so forget the entries that were resolved from it.  Runs in
+ * invalidation processing: no catalog access, no allocation.
  */
 static void
 fence_cache_invalidate(Datum arg, Oid relid)
 {
-	int			i;
+	HASH_SEQ_STATUS status;
+	FenceTriggerCache *cache;
 
-	for (i = 0; i < FENCE_CACHE_SIZE; i++)
-		fence_cache[i].trigger_oid = InvalidOid;
+	fence_cache_invalidations++;
+	if (fence_cache == NULL)
+		return;
+	hash_seq_init(&status, fence_cache);
+	while ((cache = (FenceTriggerCache *) hash_seq_search(&status)) != NULL)
+	{
+		if (OidIsValid(relid) && !fence_cache_depends_on(cache, relid))
+			continue;
+		cache->trigger_oid = InvalidOid;
+		(void) hash_search(fence_cache, &cache->key, HASH_REMOVE, NULL);
+	}
 }
 
 /*
@@ -149,27 +188,36 @@ resolve_column(Trigger *trigger, Relation rel, const char *column)
 	return attnum;
 }
 
-/* This trigger's entry if it has one, else the next in turn. */
-static FenceTriggerCache *
-cache_entry_for(Oid trigger_oid)
+/*
+ * The partitioned tables above rel, into the entry: at most
+ * FENCE_CACHE_ANCESTORS, else nancestors -1 (every invalidation forgets
+ * the entry).
+ */
+static void
+resolve_ancestors(Relation rel, FenceTriggerCache *cache)
 {
-	FenceTriggerCache *cache;
-	int			i;
+	List	   *ancestors;
+	ListCell   *lc;
 
-	for (i = 0; i < FENCE_CACHE_SIZE; i++)
+	cache->nancestors = 0;
+	if (!rel->rd_rel->relispartition)
+		return;
+	ancestors = get_partition_ancestors(RelationGetRelid(rel));
+	if (list_length(ancestors) > FENCE_CACHE_ANCESTORS)
+		cache->nancestors = -1;
+	else
 	{
-		if (fence_cache[i].trigger_oid == trigger_oid)
-			return &fence_cache[i];
+		foreach(lc, ancestors)
+			cache->ancestors[cache->nancestors++] = lfirst_oid(lc);
 	}
-	cache = &fence_cache[fence_cache_next];
-	fence_cache_next = (fence_cache_next + 1) % FENCE_CACHE_SIZE;
-	return cache;
+	list_free(ancestors);
 }
 
 /*
- * Find the fence column and the mode from the trigger's arguments, once per
- * trigger and row layout (and again after any relcache invalidation), and
- * keep them in the trigger's entry.
+ * The trigger's entry: the one in the table when it was resolved for this
+ * relation and layout and nothing it depends on changed since, else found
+ * from the trigger's arguments and the catalogs, and kept.  fn_extra then
+ * points at it.
  */
 FenceTriggerCache *
 fencing_fence_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
@@ -178,16 +226,50 @@ fencing_fence_resolve(FunctionCallInfo fcinfo, TriggerData *trigdata)
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	FenceStaleMode mode;
-	const char *column = resolve_arguments(trigger, rel, &mode);
-	AttrNumber	attnum = resolve_column(trigger, rel, column);
-	FenceTriggerCache *cache = cache_entry_for(trigger->tgoid);
+	const char *column;
+	FenceTriggerCache resolved;
+	FenceTriggerCache *cache;
+	uint64		invalidations;
 
-	cache->trigger_oid = trigger->tgoid;
-	cache->relid = RelationGetRelid(rel);
-	cache->tupdesc = tupdesc;
-	cache->natts = tupdesc->natts;
-	cache->fence_attnum = attnum;
-	cache->mode = mode;
+	if (fence_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(FenceTriggerCache);
+		ctl.hcxt = TopMemoryContext;
+		fence_cache = hash_create("fencing trigger cache", 64, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	cache = hash_search(fence_cache, &trigger->tgoid, HASH_FIND, NULL);
+	if (cache != NULL && fencing_fence_cache_matches(cache, trigdata))
+	{
+		fcinfo->flinfo->fn_extra = cache;
+		return cache;
+	}
+
+	/*
+	 * Everything from the catalogs first, into a local entry: reading them
+	 * may raise an error (the table then gets no entry for this trigger)
+	 * or process invalidations, whose callback walks the table, so the
+	 * table's entry is made only once nothing else runs before it is
+	 * whole.  An invalidation during the reads may have come after some of
+	 * them: the entry then serves this row only.
+	 */
+	invalidations = fence_cache_invalidations;
+	column = resolve_arguments(trigger, rel, &mode);
+	resolved.fence_attnum = resolve_column(trigger, rel, column);
+	resolve_ancestors(rel, &resolved);
+	resolved.relid = RelationGetRelid(rel);
+	resolved.tupdesc = tupdesc;
+	resolved.natts = tupdesc->natts;
+	resolved.mode = mode;
+	resolved.trigger_oid = invalidations == fence_cache_invalidations ?
+		trigger->tgoid : InvalidOid;
+	resolved.key = trigger->tgoid;
+
+	cache = hash_search(fence_cache, &trigger->tgoid, HASH_ENTER, NULL);
+	*cache = resolved;
 	fcinfo->flinfo->fn_extra = cache;
 	return cache;
 }

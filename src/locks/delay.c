@@ -140,8 +140,14 @@ static int	carried_count = 0;
 static int	carried_capacity = 0;
 static bool carried_valid = false;
 
-/* The entry count the grant paths read; points into shared memory. */
+/*
+ * What the grant paths read without the lock: the entry count, the number
+ * of folded entries and the filter (locks.h); point into shared memory.
+ */
 pg_atomic_uint32 *fencing_lock_delay_count = NULL;
+pg_atomic_uint32 *fencing_lock_delay_folds = NULL;
+pg_atomic_uint32 *fencing_lock_delay_filter = NULL;
+uint32		fencing_lock_delay_filter_count = 0;
 
 /* how a module above ends the delays its entries keep (leases.c) */
 static int	(*also_clear) (bool every, int64 key) = NULL;
@@ -252,6 +258,30 @@ delay_in_database(const FencingLockDelay *e, Oid dboid)
 }
 
 /*
+ * Count a delay in (one) or out (-1) of what the grant paths read without
+ * the lock: the filter for a name's delay, the folds for a folded one.
+ * The caller holds the lock exclusively (or is the postmaster filling a
+ * new table).
+ */
+static void
+delay_filter_count(const FencingLockDelay *e, int one)
+{
+	uint64		hash;
+	int			probe;
+
+	if (e->folded)
+	{
+		pg_atomic_fetch_add_u32(fencing_lock_delay_folds, one);
+		return;
+	}
+	hash = lock_delay_filter_hash(e->dboid, e->key, e->permit);
+	for (probe = 0; probe < LOCK_DELAY_FILTER_PROBES; probe++)
+		pg_atomic_fetch_add_u32(&fencing_lock_delay_filter[lock_delay_filter_place(hash, probe,
+																				   fencing_lock_delay_filter_count)],
+								one);
+}
+
+/*
  * Remove entry i, replacing it with the last one.  The caller holds the
  * lock exclusively (or is the postmaster filling a new table).
  */
@@ -260,21 +290,24 @@ delay_remove(uint32 i)
 {
 	uint32		count = delay_count();
 
+	delay_filter_count(&delays->entries[i], -1);
 	delays->entries[i] = delays->entries[count - 1];
 	pg_atomic_write_u32(&delays->count, count - 1);
 }
 
 /*
- * Fold the delay "from" into "into", which becomes (or stays) a folded
- * delay: of one database and one role when both had the same, else of
- * every database or every role, and ending no sooner than either.
+ * Fold the delay "from" into the entry "into", which becomes (or stays) a
+ * folded delay: of one database and one role when both had the same, else
+ * of every database or every role, and ending no sooner than either.
  */
 static void
 delay_fold_into(FencingLockDelay *into, const FencingLockDelay *from)
 {
 	if (!into->folded)
 	{
+		delay_filter_count(into, -1);
 		into->folded = true;
+		delay_filter_count(into, 1);
 		into->key = 0;
 		into->permit = 0;
 		into->permits = 0;
@@ -596,6 +629,7 @@ delay_put(const FencingLockDelay *delay)
 		return;
 	count = delay_count();
 	delays->entries[count] = *delay;
+	delay_filter_count(delay, 1);
 	pg_write_barrier();
 	pg_atomic_write_u32(&delays->count, count + 1);
 }
@@ -656,12 +690,20 @@ lock_delay_shmem_startup(void)
 							 lock_delay_table_size(table_capacity), &found);
 	if (!found)
 	{
+		uint32		i;
+
 		delays->lock = &(GetNamedLWLockTranche("fencing lock delays"))->lock;
 		delays->capacity = table_capacity;
 		pg_atomic_init_u32(&delays->count, 0);
 		pg_atomic_init_u32(&delays->delay_ms, (uint32) lock_delay_ms);
+		pg_atomic_init_u32(&delays->folds, 0);
+		for (i = 0; i < lock_delay_filter_size(table_capacity); i++)
+			pg_atomic_init_u32(&lock_delay_table_filter(delays, table_capacity)[i], 0);
 	}
 	fencing_lock_delay_count = &delays->count;
+	fencing_lock_delay_folds = &delays->folds;
+	fencing_lock_delay_filter = lock_delay_table_filter(delays, table_capacity);
+	fencing_lock_delay_filter_count = lock_delay_filter_size(table_capacity);
 	LWLockRelease(AddinShmemInitLock);
 
 	if (!IsUnderPostmaster)

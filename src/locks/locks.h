@@ -137,7 +137,9 @@ extern int	fencing_lock_registry_claim(int64 key, const char *name, int namelen,
 										int permits);
 extern void fencing_lock_registry_wait(int slotno);
 extern void fencing_lock_registry_set_permit(int slotno, int permit);
-extern ConditionVariable *fencing_lock_registry_permit_cv(int64 key);
+extern int	fencing_lock_registry_permits_taken(int64 key, int permits,
+												bool *taken);
+extern void fencing_lock_registry_permit_waiting(int one);
 extern void fencing_lock_registry_permit_freed(int64 key);
 extern void fencing_lock_registry_grant(int slotno, int64 token, bool after_wait);
 extern uint32 fencing_lock_registry_releases(int64 key);
@@ -170,7 +172,12 @@ extern void fencing_lock_registry_rows(void (*fn) (const FencingLockSlotData *co
  * postmaster last read it, the value every backend applies (a backend's own
  * copy waits for its next command to follow a reload).  The entries are
  * followed by capacity role OIDs, scratch space for whoever holds the lock
- * exclusively (delay.c counts the delays of each role in it).
+ * exclusively (delay.c counts the delays of each role in it), then by the
+ * filter: counters that every delay of a name (not folded) adds one to at
+ * LOCK_DELAY_FILTER_PROBES places chosen by its database, key and permit,
+ * so that a grant whose places all read 0, while no delay is folded
+ * (folds), knows without the lock that no delay concerns it.  Counters
+ * and folds change only under the lock held exclusively.
  */
 typedef struct LockDelayTable
 {
@@ -178,17 +185,45 @@ typedef struct LockDelayTable
 	int			capacity;
 	pg_atomic_uint32 count;
 	pg_atomic_uint32 delay_ms;
+	pg_atomic_uint32 folds;		/* entries that are folded */
 	FencingLockDelay entries[FLEXIBLE_ARRAY_MEMBER];
 } LockDelayTable;
+
+/* Filter counters per entry of the table, and the places of each delay. */
+#define LOCK_DELAY_FILTER_PER_ENTRY	16
+#define LOCK_DELAY_FILTER_PROBES	3
+#define LOCK_DELAY_FILTER_MAX		(1 << 22)
+
+/* The number of filter counters: a power of two. */
+static inline uint32
+lock_delay_filter_size(int capacity)
+{
+	uint32		size = 1024;
+
+	while (size < LOCK_DELAY_FILTER_MAX &&
+		   size < (uint64) capacity * LOCK_DELAY_FILTER_PER_ENTRY)
+		size <<= 1;
+	return size;
+}
+
+/* The bytes before the filter: header, entries and scratch space. */
+static inline Size
+lock_delay_table_filter_offset(int capacity)
+{
+	Size		size = offsetof(LockDelayTable, entries);
+
+	size = add_size(size, mul_size(capacity, sizeof(FencingLockDelay)));
+	size = add_size(size, mul_size(capacity, sizeof(Oid)));
+	return CACHELINEALIGN(size);
+}
 
 /* Bytes of shared memory the table takes for this many entries. */
 static inline Size
 lock_delay_table_size(int capacity)
 {
-	Size		size = offsetof(LockDelayTable, entries);
-
-	size = add_size(size, mul_size(capacity, sizeof(FencingLockDelay)));
-	return add_size(size, mul_size(capacity, sizeof(Oid)));
+	return add_size(lock_delay_table_filter_offset(capacity),
+					mul_size(lock_delay_filter_size(capacity),
+							 sizeof(pg_atomic_uint32)));
 }
 
 /* The scratch space after the entries. */
@@ -198,6 +233,42 @@ lock_delay_table_scratch(LockDelayTable *table, int capacity)
 	return (Oid *) &table->entries[capacity];
 }
 
+/* The filter after the scratch space. */
+static inline pg_atomic_uint32 *
+lock_delay_table_filter(LockDelayTable *table, int capacity)
+{
+	return (pg_atomic_uint32 *) ((char *) table +
+								 lock_delay_table_filter_offset(capacity));
+}
+
+/*
+ * The filter's places of a delay of (database, key, permit): bits of one
+ * 64-bit mix (splitmix64's finaliser), each place its own slice.
+ */
+static inline uint64
+lock_delay_filter_hash(Oid dboid, int64 key, int permit)
+{
+	uint64		x = (uint64) key ^
+		((uint64) dboid * UINT64CONST(0x9E3779B97F4A7C15)) ^
+		((uint64) permit << 48);
+
+	x ^= x >> 30;
+	x *= UINT64CONST(0xBF58476D1CE4E5B9);
+	x ^= x >> 27;
+	x *= UINT64CONST(0x94D049BB133111EB);
+	x ^= x >> 31;
+	return x;
+}
+
+static inline uint32
+lock_delay_filter_place(uint64 hash, int probe, uint32 size)
+{
+	return (uint32) (hash >> (probe * 21)) & (size - 1);
+}
+
+extern pg_atomic_uint32 *fencing_lock_delay_folds;
+extern pg_atomic_uint32 *fencing_lock_delay_filter;
+extern uint32 fencing_lock_delay_filter_count;
 extern pg_atomic_uint32 *fencing_lock_delay_count;
 extern void fencing_lock_delay_init(void);
 extern void fencing_lock_delay_refuse_set(Node *stmt);
@@ -209,13 +280,41 @@ extern int	fencing_lock_delay_ms(void);
 extern void fencing_lock_delay_also_clear(int (*clear) (bool every, int64 key));
 
 /*
+ * Whether the filter says that no delay concerns (key, permit) in this
+ * database: no folded delay, and a 0 at one of its places.
+ */
+static inline bool
+fencing_lock_delay_filter_clear(int64 key, int permit)
+{
+	uint64		hash;
+	int			probe;
+
+	pg_read_barrier();
+	if (pg_atomic_read_u32(fencing_lock_delay_folds) != 0)
+		return false;
+	hash = lock_delay_filter_hash(MyDatabaseId, key, permit);
+	for (probe = 0; probe < LOCK_DELAY_FILTER_PROBES; probe++)
+	{
+		uint32		place = lock_delay_filter_place(hash, probe,
+													fencing_lock_delay_filter_count);
+
+		if (pg_atomic_read_u32(&fencing_lock_delay_filter[place]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * When the delay in force on a lock ends, or 0 when none is: the check of
- * every grant path.  With no delay anywhere, one atomic read.
+ * every grant path.  With no delay anywhere, one atomic read; with delays
+ * of other names or databases only, a few more, and no lock.
  */
 static inline TimestampTz
 fencing_lock_delay_refuses(int64 key, int permit)
 {
 	if (likely(pg_atomic_read_u32(fencing_lock_delay_count) == 0))
+		return 0;
+	if (likely(fencing_lock_delay_filter_clear(key, permit)))
 		return 0;
 	return fencing_lock_delay_until(key, permit);
 }

@@ -33,8 +33,10 @@
  *	  LockAcquire: if a holder of the key (or of a key with the same home)
  *	  left in between, the check cannot trust its scan and tries again.
  *
- * The same shared memory holds the condition variables on which waiters
- * for a semaphore's permits sleep (semaphores.c).
+ * A semaphore's slots also say which permits are taken, so that a try
+ * finds a full semaphore without a LockAcquire per permit, and which
+ * backends wait for a permit of the key, so that a freed permit wakes those
+ * (by their latches) and no waiter of another semaphore (semaphores.c).
  *
  * A lock that finds no free slot anywhere is refused (SQLSTATE 53400): it
  * could be neither named in the view nor checked for collisions (L6).
@@ -60,6 +62,7 @@
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
@@ -100,6 +103,7 @@ typedef struct LockRegistry
 {
 	int			capacity;
 	pg_atomic_uint32 outside_claims;	/* slots claimed past their window */
+	pg_atomic_uint32 permit_waiters;	/* backends waiting for a permit */
 } LockRegistry;
 
 /* GUC fencing.max_tracked_locks */
@@ -109,15 +113,6 @@ static LockRegistry *registry = NULL;
 static pg_atomic_uint32 *owners = NULL;
 static pg_atomic_uint32 *releases = NULL;
 static PaddedLockSlot *slots = NULL;
-
-/*
- * Waiters for a semaphore's permits sleep on one of these, chosen by the
- * semaphore's key; a freed permit wakes every sleeper of its variable,
- * which then try again (sleepers of another key that shares it find
- * nothing and sleep again).
- */
-#define PERMIT_WAIT_CVS		64
-static ConditionVariable *permit_cvs = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -168,7 +163,6 @@ registry_size(void)
 	size = add_size(size, registry_word_array_size());	/* owners */
 	size = add_size(size, registry_word_array_size());	/* releases */
 	size = add_size(size, mul_size(max_tracked_locks, sizeof(PaddedLockSlot)));
-	size = add_size(size, mul_size(PERMIT_WAIT_CVS, sizeof(ConditionVariable)));
 	/* ShmemInitStruct aligns the start only to MAXALIGN */
 	return add_size(size, PG_CACHE_LINE_SIZE);
 }
@@ -210,14 +204,13 @@ registry_shmem_startup(void)
 		((char *) owners + registry_word_array_size());
 	slots = (PaddedLockSlot *)
 		((char *) releases + registry_word_array_size());
-	permit_cvs = (ConditionVariable *)
-		((char *) slots + mul_size(max_tracked_locks, sizeof(PaddedLockSlot)));
 	if (!found)
 	{
 		int			i;
 
 		registry->capacity = max_tracked_locks;
 		pg_atomic_init_u32(&registry->outside_claims, 0);
+		pg_atomic_init_u32(&registry->permit_waiters, 0);
 		for (i = 0; i < registry->capacity; i++)
 		{
 			LockSlot   *slot = &slots[i].slot;
@@ -227,8 +220,6 @@ registry_shmem_startup(void)
 			pg_atomic_init_u32(&slot->changecount, 0);
 			memset(&slot->data, 0, sizeof(slot->data));
 		}
-		for (i = 0; i < PERMIT_WAIT_CVS; i++)
-			ConditionVariableInit(&permit_cvs[i]);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -452,23 +443,107 @@ fencing_lock_registry_set_permit(int slotno, int permit)
 	slot_end_write(slot);
 }
 
-/*
- * The condition variable on which waiters for the permits of a key sleep.
- */
-ConditionVariable *
-fencing_lock_registry_permit_cv(int64 key)
+/* How many slots a scan for the users of a key looks at. */
+static inline int
+probe_limit(void)
 {
-	return &permit_cvs[(uint64) key % PERMIT_WAIT_CVS];
+	return pg_atomic_read_u32(&registry->outside_claims) > 0 ?
+		registry->capacity : probe_window();
 }
 
 /*
- * A permit of the key was freed (core has released its lock): wake its
- * waiters.
+ * Copy slot n when it is in use for key in this database; false when it is
+ * not, or when its owner's write did not end in time (a torn copy may mix
+ * two owners' data: it names nobody).
+ */
+static bool
+slot_of_key(int64 key, int n, FencingLockSlotData *copy)
+{
+	LockSlot   *slot = &slots[n].slot;
+
+	/* cheap unsynchronised filter; the copy below is the real check */
+	if (pg_atomic_read_u32(&owners[n]) == 0 || slot->data.key != key)
+		return false;
+	return slot_read(slot, copy) && copy->state != LOCK_SLOT_FREE &&
+		copy->key == key && copy->dboid == MyDatabaseId;
+}
+
+/*
+ * The permits of a key that the registry shows taken in this database:
+ * taken[i - 1] is set for each permit i of 1..permits whose slot is not
+ * free.  A permit being taken whose slot does not show it yet is tried by
+ * the caller anyway; one whose holder has released it but not yet freed
+ * its slot counts as taken, and the wake-up that follows the free
+ * (fencing_lock_registry_permit_freed) makes a waiter look again.  Returns
+ * how many permits it found taken.
+ */
+int
+fencing_lock_registry_permits_taken(int64 key, int permits, bool *taken)
+{
+	int			limit = probe_limit();
+	int			found = 0;
+	int			i;
+
+	memset(taken, 0, sizeof(bool) * permits);
+	for (i = 0; i < limit; i++)
+	{
+		FencingLockSlotData copy;
+
+		if (!slot_of_key(key, probe_slot(key, i), &copy) ||
+			copy.mode != FENCING_LOCK_PERMIT ||
+			copy.permit < 1 || copy.permit > permits || taken[copy.permit - 1])
+			continue;
+		taken[copy.permit - 1] = true;
+		found++;
+	}
+	return found;
+}
+
+/*
+ * This backend starts (1) or stops (-1) waiting for a permit.  A waiter
+ * counts itself before its first try, and a release looks for waiters
+ * only while some are counted: both sides order their count and their
+ * lock with a full barrier, so a release that reads none comes before
+ * the try of any waiter it could have woken.
+ */
+void
+fencing_lock_registry_permit_waiting(int one)
+{
+	pg_atomic_fetch_add_u32(&registry->permit_waiters, one);
+}
+
+/*
+ * A permit of the key was freed (core has released its lock, and its slot
+ * is free): wake the backends that wait for a permit of the key in this
+ * database, by their latches.  Runs in resource release, so it only reads:
+ * a slot that is being written when it looks may be a waiter's, and is
+ * woken too (a waiter woken for nothing tries once and sleeps again).
  */
 void
 fencing_lock_registry_permit_freed(int64 key)
 {
-	ConditionVariableBroadcast(fencing_lock_registry_permit_cv(key));
+	int			limit;
+	int			i;
+
+	/* the lock and the slot are free before we look for waiters */
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&registry->permit_waiters) == 0)
+		return;
+	limit = probe_limit();
+	for (i = 0; i < limit; i++)
+	{
+		int			n = probe_slot(key, i);
+		uint32		owner = pg_atomic_read_u32(&owners[n]);
+		FencingLockSlotData copy;
+
+		if (owner == 0 || slots[n].slot.data.key != key)
+			continue;
+		if (slot_copy(&slots[n].slot, &copy) &&
+			(copy.state != LOCK_SLOT_WAITING || copy.key != key ||
+			 copy.dboid != MyDatabaseId || copy.mode != FENCING_LOCK_PERMIT))
+			continue;
+		SetLatch(&GetPGProcByNumber(owner - 1)->procLatch);
+	}
 }
 
 /*
@@ -521,25 +596,14 @@ fencing_lock_registry_release(int slotno)
 void
 fencing_lock_registry_check_collision(int64 key, const char *name, int namelen)
 {
-	int			limit;
+	int			limit = probe_limit();
 	int			i;
-
-	limit = pg_atomic_read_u32(&registry->outside_claims) > 0 ?
-		registry->capacity : probe_window();
 
 	for (i = 0; i < limit; i++)
 	{
-		int			n = probe_slot(key, i);
-		LockSlot   *slot = &slots[n].slot;
 		FencingLockSlotData copy;
 
-		/* cheap unsynchronised filter; the copy below is the real check */
-		if (pg_atomic_read_u32(&owners[n]) == 0 || slot->data.key != key)
-			continue;
-		/* a torn copy may mix two owners' names: no collision to report */
-		if (!slot_read(slot, &copy) || copy.state == LOCK_SLOT_FREE)
-			continue;
-		if (copy.key != key || copy.dboid != MyDatabaseId)
+		if (!slot_of_key(key, probe_slot(key, i), &copy))
 			continue;
 		if (copy.namelen == namelen && memcmp(copy.name, name, namelen) == 0)
 			continue;

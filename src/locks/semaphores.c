@@ -12,16 +12,18 @@
  * exactly like any fencing lock, and at most m transactions hold permits
  * numbered 1..m at once.  A caller tries permits 1..m in turn without
  * waiting; with all of them free the first try succeeds, so the cost is
- * that of try_lock.
+ * that of try_lock.  From the first busy one on it skips those the
+ * registry shows taken (registry.c), so a full semaphore costs one
+ * LockAcquire and one look at the registry, not m LockAcquire calls.
  *
  * Core's lock manager can wait for one lock, not for any of m, so a waiter
- * sleeps on a condition variable of the name's key (registry.c keeps a
- * small array of them) and tries again when woken.  Every release of a
- * permit broadcasts it, after core has released the lock (held.c, from
- * the resource-release callback), and a waiter prepares to sleep before it
- * tries, so no release between its try and its sleep is missed: the wait
- * does not poll.  It shows in pg_stat_activity as wait_event_type
- * "Extension".  The wait is interrupted by a cancel and statement_timeout;
+ * marks its registry slot waiting, sleeps on its latch and tries again
+ * when woken.  Every release of a permit, after core has released the lock
+ * and the slot is free (held.c, from the resource-release callback), sets
+ * the latches of the key's waiters and of nobody else's; a waiter is
+ * marked before it first tries, so no release between a try and its sleep
+ * is missed: the wait does not poll.  It shows in pg_stat_activity as
+ * wait_event_type "Extension".  The wait is interrupted by a cancel and statement_timeout;
  * lock_timeout and the deadlock detector do not see it (it is not a lock
  * wait), so the timeout argument is what bounds it.
  *
@@ -34,7 +36,8 @@
  */
 #include "postgres.h"
 
-#include "storage/condition_variable.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "storage/lock.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -96,13 +99,18 @@ permits_arg(FunctionCallInfo fcinfo)
 static bool
 attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 {
+	bool		taken[FENCING_MAX_PERMITS];
+	bool		looked = false;
 	int			i;
 
 	*delay_end = 0;
 	for (i = 1; i <= permits; i++)
 	{
-		TimestampTz until = fencing_delay_in_force(req->key, i);
+		TimestampTz until;
 
+		if (looked && taken[i - 1])
+			continue;
+		until = fencing_delay_in_force(req->key, i);
 		if (until != 0)
 			fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
 		else
@@ -110,7 +118,14 @@ attempt_permits(LockRequest *req, int permits, TimestampTz *delay_end)
 			set_permit_tag(&req->tag, req->key, i);
 			if (LockAcquire(&req->tag, ExclusiveLock, false, true) ==
 				LOCKACQUIRE_NOT_AVAIL)
+			{
+				/* the first busy permit: learn which others are taken */
+				if (!looked)
+					(void) fencing_lock_registry_permits_taken(req->key, permits,
+															   taken);
+				looked = true;
 				continue;
+			}
 			until = fencing_give_back_if_delayed(&req->tag, ExclusiveLock,
 												 req->key, i);
 			if (until == 0)
@@ -163,29 +178,42 @@ permit_sleep_ms(TimestampTz deadline, TimestampTz delay_end)
 }
 
 /*
- * Every permit was busy or delayed: sleep on the key's condition variable
- * and try again on each wake-up, until a permit is granted (true) or the
- * deadline passes (0: none).  The sleep is prepared before each try, so a
- * release after it wakes the sleep.
+ * Every permit was busy or delayed: mark the slot waiting and count this
+ * backend among the waiters (until it stops, by error too), sleep on the
+ * latch and try again on each wake-up, until a permit is granted (true) or
+ * the deadline passes (0: none).  The slot is marked before the first try
+ * and the latch reset before each, so a release after a try wakes the
+ * sleep that follows it.
  */
 static bool
 wait_for_permit(LockRequest *req, int permits, TimestampTz deadline)
 {
-	ConditionVariable *cv = fencing_lock_registry_permit_cv(req->key);
 	TimestampTz delay_end;
-	bool		granted;
+	volatile bool granted = false;
 
 	fencing_lock_registry_wait(fencing_pending.slot);
-	ConditionVariablePrepareToSleep(cv);
-	while (!(granted = attempt_permits(req, permits, &delay_end)))
+	fencing_lock_registry_permit_waiting(1);
+	PG_TRY();
 	{
-		long		sleep_ms = permit_sleep_ms(deadline, delay_end);
+		while (!(granted = attempt_permits(req, permits, &delay_end)))
+		{
+			long		sleep_ms = permit_sleep_ms(deadline, delay_end);
 
-		if (sleep_ms == 0)
-			break;
-		(void) ConditionVariableTimedSleep(cv, sleep_ms, PG_WAIT_EXTENSION);
+			if (sleep_ms == 0)
+				break;
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
+							 (sleep_ms > 0 ? WL_TIMEOUT : 0),
+							 sleep_ms, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
 	}
-	ConditionVariableCancelSleep();
+	PG_FINALLY();
+	{
+		fencing_lock_registry_permit_waiting(-1);
+	}
+	PG_END_TRY();
 	return granted;
 }
 

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
@@ -72,11 +73,67 @@ fencing_state_file_path(void)
 }
 
 /*
+ * Flush an open file or directory; on failure close it and report at
+ * elevel (raised to PANIC when data_sync_retry is off), and return false.
+ */
+static bool
+state_file_fsync(int fd, const char *path, int elevel)
+{
+	int			save_errno;
+
+	if (pg_fsync(fd) == 0)
+		return true;
+	save_errno = errno;
+	CloseTransientFile(fd);
+	errno = save_errno;
+	ereport(data_sync_elevel(elevel),
+			(errcode_for_file_access(),
+			 errmsg("could not fsync \"%s\": %m", path)));
+	return false;
+}
+
+/*
+ * Put the flushed temporary file in place and flush the data directory,
+ * so that the rename survives a crash.  Two flushes in all with the one of
+ * the content: durable_rename() would also flush the temporary file again
+ * and the old file, which a reservation does not need (the old file was
+ * flushed when it was written, and the new one just was).  Reports a
+ * failure at elevel and, when that returns, returns false.
+ */
+static bool
+state_file_rename(int elevel)
+{
+	int			fd;
+
+	if (rename(FENCING_STATE_TMP, FENCING_STATE_FILE) != 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not rename file \"%s\" to \"%s\": %m",
+						FENCING_STATE_TMP, FENCING_STATE_FILE)));
+		return false;
+	}
+	fd = OpenTransientFile(".", O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not open directory \"%s\": %m", DataDir)));
+		return false;
+	}
+	if (!state_file_fsync(fd, DataDir, elevel))
+		return false;
+	CloseTransientFile(fd);
+	return true;
+}
+
+/*
  * Write the limit and its timeline to the state file: a temporary file,
- * fsync, and durable_rename, so that a crash leaves either the old content
- * or the new one, never a torn file.  Reports a failure at elevel and, when
- * that returns, returns false.  Called under the tokens lock, by the
- * startup process during redo, or by the postmaster at start.
+ * fsync, rename and a flush of the data directory, so that a crash leaves
+ * either the old content or the new one, never a torn file.  Reports a
+ * failure at elevel and, when that returns, returns false.  Called under
+ * the tokens lock, by the startup process during redo, or by the
+ * postmaster at start.
  */
 bool
 fencing_state_file_write(uint64 limit, TimeLineID timeline, int elevel)
@@ -113,16 +170,8 @@ fencing_state_file_write(uint64 limit, TimeLineID timeline, int elevel)
 				 errmsg("could not write file \"%s\": %m", FENCING_STATE_TMP)));
 		return false;
 	}
-	if (pg_fsync(fd) != 0)
-	{
-		save_errno = errno;
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(data_sync_elevel(elevel),
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", FENCING_STATE_TMP)));
+	if (!state_file_fsync(fd, FENCING_STATE_TMP, elevel))
 		return false;
-	}
 	if (CloseTransientFile(fd) != 0)
 	{
 		ereport(elevel,
@@ -130,7 +179,7 @@ fencing_state_file_write(uint64 limit, TimeLineID timeline, int elevel)
 				 errmsg("could not close file \"%s\": %m", FENCING_STATE_TMP)));
 		return false;
 	}
-	return durable_rename(FENCING_STATE_TMP, FENCING_STATE_FILE, elevel) == 0;
+	return state_file_rename(elevel);
 }
 
 /*

@@ -110,6 +110,33 @@ $node->safe_psql('postgres',
 cmp_ok(state_file_limit($node), '>', $limit, 'a reservation raised the state file');
 check_replacement('reservation');
 
+# What a reservation costs in flushes, in the backend that makes it: the
+# temporary file's content and the data directory after the rename are
+# all the state file needs (the old file and the renamed one are the same
+# inodes as flushed before); the rest is the WAL flush.
+sub reservation_flushes
+{
+	my @calls = @{ calls() };
+	my ($at) = grep { $calls[$_][1] eq 'rename' && $calls[$_][2] eq "$tmpfile $file" }
+	  reverse 0 .. $#calls;
+	return (-1, -1) unless defined $at;
+	my $pid = $calls[$at][0];
+	my @flushes = grep { $_->[0] eq $pid && $_->[1] =~ /^f(data)?sync$/ } @calls;
+	my $state = grep { $_->[2] eq $tmpfile || $_->[2] eq $file || $_->[2] eq $dir } @flushes;
+	return ($state, scalar(@flushes) - $state);
+}
+my $session = $node->background_psql('postgres');
+$session->query_safe('SELECT fencing.next_token()');
+empty_log();
+$session->query_safe('SELECT fencing.advance_token(reserved_limit) FROM fencing.status()');
+my ($state_flushes, $other_flushes) = reservation_flushes();
+diag("one reservation: $state_flushes flushes of the state file and the data directory, "
+	  . "$other_flushes others (WAL)");
+is($state_flushes, 2,
+	'a reservation flushes the state file twice: its new content, then the data directory');
+cmp_ok($other_flushes, '<=', 1, 'and WAL once at most');
+$session->quit;
+
 # --- redo of a reservation above the state file ---------------------------
 my $redo_limit = state_file_limit($node) + 1_000_000_000_000;
 $node->safe_psql('postgres',

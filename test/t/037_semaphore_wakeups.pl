@@ -14,7 +14,7 @@
 # W waits in fencing.acquire('sem', 1) (with a 60 s timeout, far past the
 # delay) while S calls try_acquire('sem', 1) in a loop, for a while before
 # the delay ends.  The test stops S (SIGSTOP) at random moments and wakes W
-# (a permit released under another name that shares W's condition variable)
+# (pg_reload_conf(): the configuration reload sets every backend's latch)
 # until W, woken while S was stopped, refused nothing (it found the permit
 # busy, so S was stopped holding it); then lets S go on and end.  W must
 # then be granted the permit soon after the delay ends, not at its timeout.
@@ -37,16 +37,6 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
-
-# A name whose key shares the condition variable of 'sem' (one of 64, by
-# the key's low bits), so that releasing its permit wakes the waiters of
-# 'sem', and is not 'sem'.
-my $kick = sql(
-	"SELECT n FROM (SELECT 'kick ' || i AS n FROM generate_series(1, 10000) i) s
-	 WHERE fencing.lock_key(n) & 63 = fencing.lock_key('sem') & 63
-	   AND fencing.lock_key(n) <> fencing.lock_key('sem')
-	 LIMIT 1");
-note "the name that wakes the waiters of sem: $kick";
 
 my $h = $node->background_psql('postgres', on_error_stop => 0);
 my $h_pid = $h->query_safe('SELECT pg_backend_pid()');
@@ -88,14 +78,14 @@ my $kicks = 0;
 
 sub refusals { return $observer->query_safe('SELECT delayed_refusals FROM fencing.stats'); }
 
-# Wake W by releasing a permit of the other name; returns whether that was
-# done within a second (a stopped S may hold the lock manager partition the
-# release needs; it is finished after S goes on).
+# Wake W (and every other backend) with a configuration reload; returns
+# whether the kicker's statement was done within a second (a stopped S may
+# hold a lock the kicker needs; it is finished after S goes on).
 sub kick_waiter
 {
 	$kicks++;
 	$kicker->{stdin} .=
-	  "BEGIN; SELECT fencing.try_acquire('$kick', 1); ROLLBACK;\n\\echo kicked $kicks\n";
+	  "SELECT pg_reload_conf();\n\\echo kicked $kicks\n";
 	my $give_up = time() + 1;
 	while ($kicker->{stdout} !~ /kicked $kicks/ && time() < $give_up)
 	{

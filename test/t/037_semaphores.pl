@@ -13,11 +13,14 @@
 # is its own.
 #
 # Part 2: a waiter sleeps without polling: with all permits held, acquire
-# waits with wait_event_type "Extension" (a condition variable, not a
-# sleep loop and not a lock wait), is shown in fencing.locks as waiting,
+# waits with wait_event_type "Extension" (on its latch, not a sleep loop
+# and not a lock wait), is shown in fencing.locks as waiting,
 # and gets a permit as soon as one holder commits; a waiter whose timeout
 # passes gets NULL and holds nothing; try_acquire with all permits held
 # gets NULL.
+#
+# Part 3: permits held in another database do not make a semaphore of the
+# same name busy here.
 
 use strict;
 use warnings;
@@ -131,7 +134,7 @@ ok( $node->poll_query_until(
 		'postgres',
 		"SELECT wait_event_type = 'Extension' AND state = 'active'
 		   FROM pg_stat_activity WHERE pid = $waiter_pid"),
-	'the waiter sleeps on a condition variable (wait_event_type Extension)');
+	'the waiter sleeps on its latch (wait_event_type Extension)');
 is( $node->safe_psql(
 		'postgres',
 		"SELECT mode, granted, token IS NULL FROM fencing.locks WHERE pid = $waiter_pid"),
@@ -165,5 +168,31 @@ $waiter->query_safe('COMMIT');
 $_->quit for @holders;
 $waiter->quit;
 $other->quit;
+
+# --- Part 3: a semaphore is one database's --------------------------------------
+# Every permit of "api" held in another database: here they are all free.
+$node->safe_psql('postgres', 'CREATE DATABASE elsewhere');
+$node->safe_psql('elsewhere', 'CREATE EXTENSION fencing');
+@holders = ();
+for my $i (1 .. $permits)
+{
+	my $h = $node->background_psql('elsewhere');
+	$h->query_safe('BEGIN');
+	like($h->query_safe("SELECT fencing.try_acquire('api', $permits)"),
+		qr/^\d+$/, "holder $i takes a permit of api in the other database");
+	push @holders, $h;
+}
+is($node->safe_psql('postgres',
+		"BEGIN; SELECT fencing.try_acquire('api', $permits) IS NOT NULL; COMMIT"),
+	't', 'with every permit held in another database, try_acquire here gets one');
+# and with permit 1 held here, the others are still free here
+my $here = $node->background_psql('postgres');
+$here->query_safe('BEGIN');
+$here->query_safe("SELECT fencing.try_acquire('api', $permits)");
+is($node->safe_psql('postgres',
+		"BEGIN; SELECT fencing.try_acquire('api', $permits) IS NOT NULL; COMMIT"),
+	't', 'with permit 1 held here and every permit in another database, try_acquire here gets one');
+$here->quit;
+$_->quit for @holders;
 $node->stop;
 done_testing();
