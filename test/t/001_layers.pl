@@ -20,6 +20,7 @@ use Test::More;
 my $tree = "$FindBin::RealBin/../..";
 my $checker = "$tree/test/tools/check_layers.pl";
 
+
 # Run the checker on a tree: its exit status and its lines.
 sub check
 {
@@ -80,6 +81,19 @@ for my $what (sort keys %want)
 }
 
 # --- this tree ------------------------------------------------------------------
+
+# The checker reads the objects this run built.  A run that tests a build
+# made elsewhere (FENCING_SKIP_BUILD, as make test-asan does with its
+# sanitized build) has none in this tree: make test checks the layers.
+if (($ENV{FENCING_SKIP_BUILD} // '') eq '1' && !-e "$tree/src/module/fencing.o")
+{
+  SKIP:
+	{
+		skip 'this run did not build the tree (FENCING_SKIP_BUILD): make test checks the layers', 1;
+	}
+	done_testing();
+	exit 0;
+}
 
 ($status, @lines) = check($tree);
 my @violations = grep { !/^layers: / } @lines;
