@@ -451,12 +451,11 @@ lease_last_heard(void)
 }
 
 /*
- * The server has just started serving: every lease still live now is
- * renewed from now for its ttl, the others are dropped.  Expiry is
- * measured on the server's clock alone: a lease whose expiry passed before
- * the crash, while nothing wrote its lapse down (the keeper late), or
- * while no server ran, has lapsed, whatever the last known moment says.
- * The last known moment only names when the state was last seen.
+ * The server has just started serving: every lease live at the last known
+ * moment is renewed from now for its ttl (a live holder could not renew
+ * while no server ran), the others have ended.  An ended lease whose
+ * lock-delay still runs stays in the table, for the keeper's sweep to note
+ * its lapse; only those whose delay is over are dropped.
  */
 static void
 lease_start_serving(void)
@@ -477,11 +476,15 @@ lease_start_serving(void)
 	while (i < fencing_lease_table->count)
 	{
 		LeaseData	data = fencing_lease_entries[i].data;
+		TimestampTz until;
 
-		if (data.broken || data.expires_at <= Max(heard, now))
+		if (data.broken || data.expires_at <= heard)
 		{
-			fencing_lease_remove(i);
 			ended++;
+			if (fencing_lease_state(&fencing_lease_entries[i], now, &until) == LEASE_GONE)
+				fencing_lease_remove(i);
+			else
+				i++;
 			continue;
 		}
 		data.renewed_at = now;
