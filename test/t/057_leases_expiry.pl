@@ -152,6 +152,24 @@ ok($node->poll_query_until('postgres', "SELECT pg_current_wal_flush_lsn() >= '$l
 	'the WAL writer flushed their records without a commit');
 $session->quit;
 
+# A lease excludes its name in its own database only (LL1): another
+# database leases the same name, renews and releases it, and the first
+# database's lease stays held.
+$node->safe_psql('postgres', 'CREATE DATABASE other_db');
+$node->safe_psql('other_db', 'CREATE EXTENSION fencing');
+my $here = sql("SELECT fencing.acquire_lease('per database', '1 minute')");
+my $there = $node->safe_psql('other_db',
+	"SELECT fencing.acquire_lease('per database', '1 minute')");
+like($there, qr/^\d+$/, 'another database leases a name this database leases');
+like($node->safe_psql('other_db', "SELECT fencing.renew_lease('per database', $there)"),
+	qr/^\d{4}-/, 'it renews its own lease of the name');
+is($node->safe_psql('other_db', "SELECT fencing.release_lease('per database', $there)"),
+	't', 'and releases it');
+is(sql("SELECT count(*) FROM fencing.leases WHERE database = 'postgres' AND token = $here"),
+	'1', "this database's lease of the name is still held");
+is(sql("SELECT fencing.release_lease('per database', $here)"), 't',
+	'and is released by its holder');
+
 $a->quit;
 $b->quit;
 $node->stop;
