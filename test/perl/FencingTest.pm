@@ -9,6 +9,7 @@ use warnings;
 
 use Encode qw(encode_utf8);
 use Exporter 'import';
+use File::Basename ();
 use File::Temp qw(tempdir);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -18,7 +19,7 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
   sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
-  holding_session terminate_session kill9_and_restart lease_keeper_pid @WHITE_SPACE @IGNORABLE);
+  holding_session terminate_session kill9_and_restart lease_keeper_pid pipeline_stall_client @WHITE_SPACE @IGNORABLE);
 
 # The holder $h (a hash whose "session" is a background_psql in an open
 # transaction) takes a lease on $name with a ttl of an hour, so that its
@@ -74,6 +75,21 @@ sub kill9_and_restart
 	$opts{before_start}->() if $opts{before_start};
 	$node->start;
 	return;
+}
+
+# test/tools/pipeline_stall.c built against the libpq under test, in a
+# directory of its own; returns the program's path.
+sub pipeline_stall_client
+{
+	my $client = PostgreSQL::Test::Utils::tempdir() . '/pipeline_stall';
+	my $includedir = `pg_config --includedir`;
+	my $libdir = `pg_config --libdir`;
+	chomp($includedir, $libdir);
+	system('gcc', '-Wall', '-Werror', "-I$includedir",
+		File::Basename::dirname(__FILE__) . "/../tools/pipeline_stall.c",
+		"-L$libdir", '-lpq', '-o', $client) == 0
+	  or BAIL_OUT('could not compile test/tools/pipeline_stall.c');
+	return $client;
 }
 
 # The pid of $node's lease keeper (a child of its postmaster whose title

@@ -24,6 +24,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use FindBin;
 use IPC::Run;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(pipeline_stall_client);
 use Time::HiRes qw(time sleep);
 
 my $node = PostgreSQL::Test::Cluster->new('lease_pipeline');
@@ -32,14 +34,7 @@ $node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 
-my $client = PostgreSQL::Test::Utils::tempdir() . '/pipeline_stall';
-my $includedir = `pg_config --includedir`;
-my $libdir = `pg_config --libdir`;
-chomp($includedir, $libdir);
-system('gcc', '-Wall', '-Werror', "-I$includedir",
-	"$FindBin::RealBin/../tools/pipeline_stall.c",
-	"-L$libdir", '-lpq', '-o', $client) == 0
-  or BAIL_OUT('could not compile test/tools/pipeline_stall.c');
+my $client = pipeline_stall_client();
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 

@@ -32,6 +32,8 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(pipeline_stall_client);
 use Time::HiRes qw(sleep time);
 
 my $ttl = 2;    # seconds, the lease's ttl
@@ -125,14 +127,7 @@ is(sql('SELECT count(*) FROM ledger WHERE customer = 3'), 0, 'A wrote nothing mo
 
 # --- the same in pipeline mode, without Sync ------------------------------
 
-my $client = PostgreSQL::Test::Utils::tempdir() . '/pipeline_stall';
-my $includedir = `pg_config --includedir`;
-my $libdir = `pg_config --libdir`;
-chomp($includedir, $libdir);
-system('gcc', '-Wall', '-Werror', "-I$includedir",
-	"$FindBin::RealBin/../tools/pipeline_stall.c",
-	"-L$libdir", '-lpq', '-o', $client) == 0
-  or BAIL_OUT('could not compile test/tools/pipeline_stall.c');
+my $client = pipeline_stall_client();
 
 my ($p_out, $p_err) = ('', '');
 my $p_run = IPC::Run::start(
