@@ -105,4 +105,17 @@ is(scalar(@violations), 0, 'no file includes or calls a layer above its own, and
 is($lines[-1] // '', 'layers: ok', 'check_layers.pl says ok');
 is($status, 0, 'check_layers.pl exits 0');
 
+# A header change rebuilds every object: one built against the header's old
+# version would be linked in as it is, reading a changed struct wrong.
+# make -n -W HEADER says what make would do were HEADER newer.
+my @objects = map { (my $o = $_) =~ s/^\Q$tree\E\///; $o =~ s/\.c$/.o/; $o }
+  glob("$tree/src/*/*.c");
+foreach my $header (map { s/^\Q$tree\E\///r } glob("$tree/src/*/*.h"))
+{
+	my $plan = `make -s -n -C "$tree" -W "$header" 2>&1`;
+	my @stale = grep { $plan !~ /-o \Q$_\E\b/ } @objects;
+	is(scalar(@stale), 0, "a change of $header rebuilds every object")
+	  or diag("not rebuilt: @stale");
+}
+
 done_testing();
