@@ -86,6 +86,13 @@ all install installcheck clean:
 	@exit 1
 endif
 
+# PGXS tracks no header dependencies unless the server was configured
+# with --enable-depend (Debian's is not): an object built against an older
+# header would be linked in as it is, and a struct whose layout changed
+# read wrong.  Every object depends on every header; a header change
+# rebuilds the module.
+$(OBJS): $(wildcard src/*.h src/*/*.h)
+
 .PHONY: test demo bench bench-peers test-asan deb chaos test-mutants
 
 # PGXS's installcheck, followed by the drop of its databases (see REGRESS
