@@ -387,6 +387,21 @@ COMMENT ON FUNCTION fencing.set_token(bigint) IS
 
 GRANT EXECUTE ON FUNCTION fencing.set_token(bigint) TO PUBLIC;
 
+-- The token the fence trigger takes for a write of this transaction that
+-- carries none, or NULL.  An INSERT into a protected table that leaves the
+-- fence column out gets a call to it there (src/fence/stamp.c), so that
+-- the row is built with its token.  Open to every role, as the setting is.
+-- PARALLEL RESTRICTED: the setting counts only in the leader's transaction.
+CREATE FUNCTION fencing.token_in_force()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'fencing_token_in_force'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION fencing.token_in_force() IS
+'the fencing.token that counts in this transaction (SET LOCAL or set_token), else NULL; what the fence trigger stamps';
+
+GRANT EXECUTE ON FUNCTION fencing.token_in_force() TO PUBLIC;
+
 -- Watermarks of resources that are not one row.  Names are canonical
 -- (fencing.normalize_name), compared bytewise.  pg_dump keeps the rows, so a
 -- restored database still rejects tokens below them.

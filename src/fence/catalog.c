@@ -131,22 +131,31 @@ fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
 }
 
 /*
- * The OID of fencing.reject_stale(), or InvalidOid when the extension is
- * not installed in this database.  Looked up without permission checks (a
- * role without USAGE on schema fencing is still fenced), and by name rather
- * than cached, so DROP EXTENSION and CREATE EXTENSION need no invalidation.
+ * The OID of the function fencing.name() without arguments, or InvalidOid
+ * when this database's fencing has none (the extension not installed, or
+ * not yet updated to the library's version).  Looked up without permission
+ * checks (a role without USAGE on schema fencing is still fenced), and by
+ * name rather than cached, so DROP EXTENSION and CREATE EXTENSION need no
+ * invalidation.
  */
 Oid
-fencing_reject_stale_function(void)
+fencing_function(const char *name)
 {
 	Oid			nspid = get_namespace_oid("fencing", true);
 
 	if (!OidIsValid(nspid))
 		return InvalidOid;
 	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
-						   CStringGetDatum("reject_stale"),
+						   CStringGetDatum(name),
 						   PointerGetDatum(buildoidvector(NULL, 0)),
 						   ObjectIdGetDatum(nspid));
+}
+
+/* The OID of fencing.reject_stale(), or InvalidOid (see fencing_function). */
+Oid
+fencing_reject_stale_function(void)
+{
+	return fencing_function("reject_stale");
 }
 
 /*

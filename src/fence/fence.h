@@ -14,7 +14,10 @@
  *					that follow a protected table's fence
  *	ddl.c			DDL that would open a protected table to unfenced
  *					writes, seen by the module layer's hooks
- *	token_setting.c	the fencing.token setting, and fencing.set_token()
+ *	token_setting.c	the fencing.token setting, fencing.set_token() and
+ *					fencing.token_in_force()
+ *	stamp.c			INSERTs that leave the fence column out get
+ *					token_in_force() there, so the trigger stamps nothing
  *	reports.c		the trigger's errors
  *	resolve.c		the trigger's per-trigger cache: column and mode
  *	nodes.c			which ModifyTable node of the running query fired
@@ -78,6 +81,7 @@ extern char *fencing_qualified_relname(Relation rel);
 extern char *fencing_qualified_relid_name(Oid relid);
 extern void fencing_refuse_filled_fence_column(Relation rel, Form_pg_attribute attr,
 											   const char *who);
+extern Oid	fencing_function(const char *name);
 extern Oid	fencing_reject_stale_function(void);
 extern List *fencing_fence_triggers(Oid relid);
 extern FenceTrigger *fencing_protect_trigger(Oid relid);
@@ -136,6 +140,7 @@ extern FenceTokenSetting fencing_token_setting;
 
 extern void fencing_token_setting_init(void);
 extern PGDLLEXPORT Datum fencing_set_token(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum fencing_token_in_force(PG_FUNCTION_ARGS);
 
 /*
  * F6: fencing.token is the writer's token only in the transaction that set
@@ -149,6 +154,13 @@ fencing_token_counts(void)
 	return fencing_token_setting.is_set &&
 		fencing_token_setting.lxid == FENCING_MY_LXID;
 }
+
+/* ---------------------------------------------------------------------
+ * stamp.c
+ * ---------------------------------------------------------------------
+ */
+
+extern void fencing_fence_add_token_column(Query *query);
 
 /* ---------------------------------------------------------------------
  * reports.c

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * token_setting.c
- *		The fencing.token setting, which reject_stale() falls back on, and
- *		fencing.set_token(), which sets it from a bound parameter.
+ *		The fencing.token setting, which reject_stale() falls back on,
+ *		fencing.set_token(), which sets it from a bound parameter, and
+ *		fencing.token_in_force(), which reads it as the trigger does.
  *
  * The setting is meant for SET LOCAL, and any role may set it: it only
  * tells the trigger which token the caller claims, and a claim is checked
@@ -48,6 +49,7 @@
 #include "fence/fence.h"
 
 PG_FUNCTION_INFO_V1(fencing_set_token);
+PG_FUNCTION_INFO_V1(fencing_token_in_force);
 
 /* fencing.token: the raw string the GUC machinery owns ... */
 static char *fence_token_string = NULL;
@@ -269,4 +271,20 @@ fencing_set_token(PG_FUNCTION_ARGS)
 	(void) set_config_option("fencing.token", value, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);
 	PG_RETURN_INT64(token);
+}
+
+/*
+ * fencing.token_in_force() returns bigint: the token the trigger takes for
+ * a write of this transaction that carries none, or NULL when there is
+ * none (unset, or set where it does not count).  stamp.c puts a call to it
+ * in place of the fence column an INSERT does not name, so that the row is
+ * built with its token and the trigger has nothing to stamp; a caller may
+ * read it too.  Cheap: it runs once per row.
+ */
+Datum
+fencing_token_in_force(PG_FUNCTION_ARGS)
+{
+	if (!fencing_token_counts())
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(fencing_token_setting.value);
 }

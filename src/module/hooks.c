@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * hooks.c
- *		The executor, utility and object access hooks: where statement
- *		events reach the layers below.
+ *		The executor, utility, object access and post-parse-analysis
+ *		hooks: where statement events reach the layers below.
  *
  * Every level of a statement passes here on its way in and out, errors
  * included.  The hooks keep base/statement.c's state (how deeply
@@ -13,7 +13,9 @@
  *	  that would fill a fence column in), the end of each ExecutorRun and
  *	  ExecutorFinish (rows a statement moved out of a fence), DDL before
  *	  and after it runs, and, through the object access hook, each table
- *	  TRUNCATE is about to empty and each trigger just created;
+ *	  TRUNCATE is about to empty and each trigger just created, and each
+ *	  statement after parse analysis (INSERTs that leave a fence column
+ *	  out get the token in it);
  *	- the lock layer sees each top-level statement begin and end: a
  *	  lease's ttl bounds the time its holder is idle between top-level
  *	  statements, which core measures only from a ReadyForQuery, so the
@@ -32,6 +34,7 @@
 #include "postgres.h"
 
 #include "executor/executor.h"
+#include "parser/analyze.h"
 #include "tcop/utility.h"
 
 #include "module/module.h"
@@ -40,6 +43,7 @@ static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
+static post_parse_analyze_hook_type prev_post_parse_analyze_hook = NULL;
 
 static void statement_ExecutorRun(FENCING_EXECUTOR_RUN_ARGS);
 static void statement_ExecutorFinish(QueryDesc *queryDesc);
@@ -51,6 +55,8 @@ static void statement_ProcessUtility(PlannedStmt *pstmt, const char *queryString
 									 DestReceiver *dest, QueryCompletion *qc);
 static void statement_object_access(ObjectAccessType access, Oid classId,
 									Oid objectId, int subId, void *arg);
+static void statement_post_parse_analyze(ParseState *pstate, Query *query,
+										 JumbleState *jstate);
 
 /*
  * Install the hooks; called from _PG_init.
@@ -66,6 +72,22 @@ fencing_hooks_init(void)
 	ProcessUtility_hook = statement_ProcessUtility;
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = statement_object_access;
+	prev_post_parse_analyze_hook = post_parse_analyze_hook;
+	post_parse_analyze_hook = statement_post_parse_analyze;
+}
+
+/*
+ * After parse analysis: INSERTs into protected tables that leave the fence
+ * column out get the token there (the fence layer's stamp.c).  Hooks
+ * installed before ours see the statement first, as it was written.
+ */
+static void
+statement_post_parse_analyze(ParseState *pstate, Query *query,
+							 JumbleState *jstate)
+{
+	if (prev_post_parse_analyze_hook)
+		prev_post_parse_analyze_hook(pstate, query, jstate);
+	fencing_fence_add_token_column(query);
 }
 
 /*
