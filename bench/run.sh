@@ -663,13 +663,15 @@ define_benchmarks()
 	ratio any_c_trigger_bulk_vs_plain any_c_trigger plain "-" \
 		"5000-row UPDATE, \`suppress_redundant_updates_trigger\` / no trigger (what any BEFORE ROW trigger costs)"
 
-	# Partitioned tables: 200,000 rows inserted with fencing.token set (the
-	# trigger stamps it into every row: a new tuple per row, which the
-	# executor copies into its slot) through hash partitioning, which
+	# Partitioned tables: 200,000 rows inserted with fencing.token set,
+	# leaving the fence column out (the statement computes it with
+	# token_in_force(), src/fence/stamp.c) through hash partitioning, which
 	# sends consecutive rows to different partitions; and the same rows
-	# carrying their fence, which leaves nothing to stamp.  Each partition
-	# fires its own clone of the parent's trigger.  The floor is the same
-	# INSERT through a C row trigger that hands the row back unchanged.
+	# carrying their fence.  Each partition fires its own clone of the
+	# parent's trigger.  The floor is the same INSERT through a C row
+	# trigger that hands the row back unchanged; the stamp trigger shows
+	# what filling the column in a row trigger costs (a new tuple per row,
+	# which the executor copies into its slot).
 	# ROLLBACK keeps the tables empty; VACUUM before each run reclaims the
 	# space.
 	for c in 1 32 128; do
