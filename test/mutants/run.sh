@@ -10,9 +10,11 @@
 # A mutant is test/mutants/<NAME>.patch (test/mutants/README.md), applied
 # with patch -p1 to a copy of the tree; nothing in src/ exists for it.
 # Each is built with WERROR=1, installed into the server under test, and the
-# suite and files that mutants.txt names for it run through test/run_all.sh,
-# all from one copy of the tree taken at the start (editing the tree during
-# a run changes nothing in it).
+# suite and files that mutants.txt names for it run through the patched
+# copy's test/run_all.sh, so that a mutant of what the suites run from the
+# tree (the clients in clients/) is what they test; every copy comes from
+# one taken at the start (editing the tree during a run changes nothing in
+# it).
 # A failing run kills the mutant; a passing one means the tests of that
 # clause are weak.  A mutant whose patch is missing or does not apply, that
 # does not build, or that builds into the same fencing.so as the unmutated
@@ -266,7 +268,7 @@ for name in "${SELECTED[@]}"; do
 		elif FENCING_SKIP_BUILD=1 \
 			FENCING_TAP_TIMEOUT=${FENCING_TAP_TIMEOUT:-150} \
 			FENCING_SUITE_TIMEOUT=${FENCING_SUITE_TIMEOUT:-300} \
-			"$BUILD/test/run_all.sh" "${SUITE[$name]}" ${FILES[$name]//,/ } >>"$log" 2>&1 9>&-; then
+			"$MUTANT_TREE/test/run_all.sh" "${SUITE[$name]}" ${FILES[$name]//,/ } >>"$log" 2>&1 9>&-; then
 			verdict="SURVIVED"
 			expected="$expected ($(tail -n 1 "$log"))"
 		else

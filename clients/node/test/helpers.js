@@ -153,7 +153,7 @@ class Worker {
 // A proxy in front of the server, on a unix socket of its own (host: its
 // directory), whose traffic can be stopped as a network that swallows
 // packets stops it: after stall() nothing it receives goes on, until
-// resume().
+// resume().  holding is true while something it received waits there.
 async function stallingProxy() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgstall-'));
   const port = process.env.PGPORT;
@@ -173,6 +173,9 @@ async function stallingProxy() {
   await new Promise((resolve) => server.listen(path.join(dir, `.s.PGSQL.${port}`), resolve));
   return {
     host: dir,
+    get holding() {
+      return held !== null && held.length > 0;
+    },
     stall() {
       if (held === null) held = [];
     },

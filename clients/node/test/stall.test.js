@@ -4,12 +4,15 @@
 // loses the lease no later than the server's expiry: after a renew() by
 // hand for a long ttl, the timer's renewals (ttl NULL) put the server's
 // expiry back to the lease's own ttl from each renewal, and the client's
-// deadline follows them.
+// deadline follows them; and while a renew() for a long ttl is stalled, a
+// renewal sent after it that got through with the lease's own ttl bounds
+// the deadline.
 
 'use strict';
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const { Client } = require('pg');
 const { Lease, LeaseLostError } = require('pg-fencing');
 const { unique, pool, admin, sleep, stallingProxy } = require('./helpers');
 
@@ -50,3 +53,44 @@ test('a stalled renewal loses the lease by the server\'s expiry, whatever renew(
       await proxy.close();
     }
   });
+
+test('overlapping renewals never hold the lease past the server\'s expiry', { timeout: 60000 }, async () => {
+  // renew() for a minute is sent and stalls on its way; before its answer,
+  // use() renews for the lease's own ttl on a client of its own and gets
+  // through.  Either may be the renewal the server applied last: the lease
+  // must count as lost once the server let it go and another holder took
+  // it, not a minute after the stalled renewal was sent.
+  const proxy = await stallingProxy();
+  const p = pool({ host: proxy.host });
+  const client = new Client();
+  const name = unique('overlap');
+  let lease = null;
+  let stalled = null;
+  let other = null;
+  try {
+    await client.connect();
+    lease = await Lease.acquire(p, name, { ttlMs: 2000, renew: false });
+    proxy.stall();
+    stalled = lease.renew({ ttlMs: 60000 }).catch(() => {});
+    for (const until = Date.now() + 10000; !proxy.holding;) {
+      assert.ok(Date.now() < until, 'renew() did not reach the proxy');
+      await sleep(20);
+    }
+    await lease.transaction(client, async () => {});
+    ({ rows: [{ token: other }] } = await admin((c) => c.query(
+      "SELECT fencing.acquire_lease($1, '30 s', '10 s', 'the next holder')::text AS token", [name])));
+    assert.ok(other !== null, 'the server kept the lease for longer than use()\'s ttl');
+    await client.query('BEGIN');
+    await assert.rejects(lease.bind(client), LeaseLostError);
+    await client.query('ROLLBACK');
+    assert.equal(lease.lost, true);
+  } finally {
+    proxy.resume();
+    await stalled;
+    if (lease !== null) await lease.release().catch(() => {});
+    if (other !== null) await admin((c) => c.query('SELECT fencing.release_lease($1, $2)', [name, other]));
+    await client.end();
+    await p.end();
+    await proxy.close();
+  }
+});

@@ -173,7 +173,8 @@ def workers():
 class StallingProxy:
     """A proxy in front of the server, on a unix socket of its own, whose
     traffic can be stopped as a network that swallows packets stops it:
-    after stall() nothing it receives goes on, until resume()."""
+    after stall() nothing it receives goes on, until resume().  holding is
+    set once something it received since stall() waits there."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="pgstall-")
@@ -181,6 +182,7 @@ class StallingProxy:
         self.target = os.path.join(os.environ["PGHOST"], f".s.PGSQL.{self.port}")
         self.flowing = threading.Event()
         self.flowing.set()
+        self.holding = threading.Event()
         self.sockets = []
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(os.path.join(self.dir, f".s.PGSQL.{self.port}"))
@@ -191,6 +193,7 @@ class StallingProxy:
         return conninfo(host=self.dir, **overrides)
 
     def stall(self):
+        self.holding.clear()
         self.flowing.clear()
 
     def resume(self):
@@ -221,6 +224,8 @@ class StallingProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                if not self.flowing.is_set():
+                    self.holding.set()
                 self.flowing.wait()
                 dst.sendall(data)
         except OSError:

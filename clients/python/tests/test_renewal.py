@@ -4,7 +4,8 @@
 # connection is busy for longer than the ttl (and, without it, the lease is
 # lost), it survives losing its own connection, and it stops, sets lost and
 # calls on_lost when the lease is broken; a renewal that cannot get
-# through loses the lease no later than the server's expiry.
+# through loses the lease no later than the server's expiry, also while
+# another renewal, sent after it, got through with a shorter ttl.
 
 import asyncio
 import contextlib
@@ -127,6 +128,47 @@ def test_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling
         stalling_proxy.resume()
         with contextlib.suppress(pgfencing.FencingError):
             lease.release()
+
+
+def test_overlapping_renewals_never_hold_the_lease_past_the_servers_expiry(admin, stalling_proxy):
+    """renew(ttl=60) is sent and stalls on its way; before its answer, use()
+    renews for the lease's own ttl on another connection and gets through.
+    Either may be the renewal the server applied last: the handle must
+    count the lease as lost once the server let it go and another holder
+    took it, not 60 s after the stalled renewal was sent."""
+    name = unique("overlap")
+    ttl = 2
+    lease = pgfencing.Lease(stalling_proxy.conninfo(), name, ttl=ttl, renew=False,
+                            raise_on_release_error=False)
+
+    def renew_for_a_minute():
+        with contextlib.suppress(pgfencing.FencingError):
+            lease.renew(ttl=60)
+
+    stalled = threading.Thread(target=renew_for_a_minute, daemon=True)
+    other = None
+    assert lease.acquire(blocking=False)
+    try:
+        stalling_proxy.stall()
+        stalled.start()
+        assert stalling_proxy.holding.wait(10), "renew(ttl=60) did not reach the proxy"
+        with psycopg.connect(conninfo()) as conn:
+            with conn.transaction():
+                lease.use(conn)
+            other = admin.execute("SELECT fencing.acquire_lease(%s, '30 s', '10 s', 'the next holder')",
+                                  (name,)).fetchone()[0]
+            assert other is not None, "the server kept the lease for longer than use()'s ttl"
+            with pytest.raises(pgfencing.LeaseLost):
+                with conn.transaction():
+                    lease.bind(conn)
+        assert lease.lost.is_set()
+    finally:
+        stalling_proxy.resume()
+        stalled.join(10)
+        with contextlib.suppress(pgfencing.FencingError):
+            lease.release()
+        if other is not None:
+            admin.execute("SELECT fencing.release_lease(%s, %s)", (name, other))
 
 
 def test_async_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling_proxy):
