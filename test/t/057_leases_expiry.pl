@@ -15,6 +15,11 @@
 # release_lease with its old token returns false and frees nothing; B's
 # own renewal and release work.
 #
+# LL3: a name taken again after its lease lapsed gets a fresh token, also
+# when the lapsed entry is still in the table (the lease keeper, which
+# drops it at the expiry, is stopped meanwhile, as a keeper that is late
+# would be); the lapsed token renews, uses and releases nothing.
+#
 # LL7: with fencing.max_leases = 16, the 17th lease is refused with 53400,
 # and nothing else is disturbed.  T5: three hundred lease changes assign no
 # transaction id and flush no WAL themselves (the WAL writer flushes their
@@ -23,10 +28,14 @@
 use strict;
 use warnings;
 
+use FindBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep);
+
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(lease_keeper_pid);
 
 my $node = PostgreSQL::Test::Cluster->new('leases_expiry');
 $node->init;
@@ -109,6 +118,29 @@ like($b->query_safe("SELECT fencing.renew_lease('invoice-run', $tb)"), qr/^\d{4}
 	'B renews');
 is($b->query_safe("SELECT fencing.release_lease('invoice-run', $tb)"), 't', 'B releases');
 is(sql('SELECT count(*) FROM fencing.leases'), 0, 'the run is free');
+
+# LL3 with the lapsed entry still in the table.  The keeper is stopped
+# while it sleeps (nothing has changed for a while, and no lease is left to
+# lapse), so that it holds no lock of the table.
+sleep(0.2);
+my $keeper = lease_keeper_pid($node);
+ok(defined $keeper && kill('STOP', $keeper), 'the lease keeper is stopped');
+my $lapsed = sql("SELECT fencing.acquire_lease('lapses', '100 milliseconds')");
+sleep(0.3);
+my $again = sql("SELECT fencing.acquire_lease('lapses', '1 minute')");
+cmp_ok($again, '>', $lapsed,
+	'the name taken again after its lapse gets a fresh token, above the lapsed one');
+is(sqlstate_of($a, "PERFORM fencing.renew_lease('lapses', $lapsed)"), 'FN004',
+	'the lapsed token does not renew the new lease (FN004)');
+$a->query_safe('BEGIN');
+is(sqlstate_of($a, "PERFORM fencing.use_lease('lapses', $lapsed)"), 'FN004',
+	'nor use it (FN004)');
+$a->query_safe('ROLLBACK');
+is(sql("SELECT fencing.release_lease('lapses', $lapsed)"), 'f', 'nor release it');
+ok(kill('CONT', $keeper), 'the lease keeper resumes');
+is(sql("SELECT token FROM fencing.leases WHERE name = 'lapses'"), $again,
+	'the new lease is held with its own token');
+is(sql("SELECT fencing.release_lease('lapses', $again)"), 't', 'and released with it');
 
 # LL7: the table is full at fencing.max_leases.
 $b->query_safe("SELECT fencing.acquire_lease('full ' || i, '1 minute') FROM generate_series(1, 16) i");
