@@ -21,9 +21,12 @@
 # would be); the lapsed token renews, uses and releases nothing.
 #
 # LL7: with fencing.max_leases = 16, the 17th lease is refused with 53400,
-# and nothing else is disturbed.  T5: three hundred lease changes assign no
-# transaction id and flush no WAL themselves (the WAL writer flushes their
-# records within wal_writer_delay, no commit needed).
+# and nothing else is disturbed.  A lapsed or broken lease whose name is
+# under fencing.lock_delay keeps its entry: a table full with it refuses
+# a new lease rather than end the delay, and the name stays refused until
+# the delay ends (here an operator ends it).  T5: three hundred lease
+# changes assign no transaction id and flush no WAL themselves (the WAL
+# writer flushes their records within wal_writer_delay, no commit needed).
 
 use strict;
 use warnings;
@@ -155,6 +158,43 @@ sql("SELECT fencing.release_lease(name, token) FROM fencing.leases WHERE name = 
 like(sql("SELECT fencing.acquire_lease('one more', '1 minute')"), qr/^\d+$/,
 	'once one is released, a new lease fits');
 sql('SELECT fencing.release_lease(name, token) FROM fencing.leases');
+
+# LL7 with lock-delays running: 14 leases held, one broken and one lapsed,
+# whose names stay under fencing.lock_delay (a minute, ended by hand
+# below).
+sub set_lock_delay
+{
+	my ($value) = @_;
+	sql("ALTER SYSTEM SET fencing.lock_delay = '$value'");
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('fencing.lock_delay') = '$value'")
+	  or die "fencing.lock_delay was not set to $value";
+}
+set_lock_delay('1min');
+$b->query_safe("SELECT fencing.acquire_lease('full ' || i, '1 minute') FROM generate_series(1, 14) i");
+sql("SELECT fencing.acquire_lease('delayed broken', '1 minute')");
+sql("SELECT fencing.break_lease('delayed broken')");
+sql("SELECT fencing.acquire_lease('delayed lapsed', '100 milliseconds')");
+sleep(0.3);
+my $delayed = "ARRAY['delayed broken', 'delayed lapsed']";
+is(sql("SELECT count(*) FROM fencing.locks WHERE name = ANY ($delayed) AND delayed_until > now()"),
+	2, 'the broken and the lapsed lease keep their names under the lock-delay');
+is(sqlstate_of($a, "PERFORM fencing.acquire_lease('one more', '1 minute')"), '53400',
+	'the table full of held and delayed leases refuses a new one with 53400');
+is(sql("BEGIN; SELECT count(*) FROM unnest($delayed) n WHERE fencing.try_lock(n) IS NULL; COMMIT"),
+	2, 'the delayed names still refuse try_lock');
+my (undef, $refused) = $node->psql('postgres',
+	"SELECT count(*) FROM unnest($delayed) n WHERE fencing.acquire_lease(n, '1 minute') IS NULL");
+is($refused, 2, 'and acquire_lease');
+is(sql("SELECT sum(fencing.clear_lock_delays(n)) FROM unnest($delayed) n"), 2,
+	'an operator ends the two delays');
+is(sql("BEGIN; SELECT count(*) FROM unnest($delayed) n WHERE fencing.try_lock(n) IS NOT NULL; COMMIT"),
+	2, 'then the names are free');
+like(sql("SELECT fencing.acquire_lease('one more', '1 minute')"), qr/^\d+$/,
+	'and their entries make room for a new lease');
+is(sql("SELECT count(*) FILTER (WHERE fencing.release_lease(name, token)) FROM fencing.leases"),
+	15, 'the 15 leases held are released');
+set_lock_delay('0');
 
 # T5: no transaction id, and no WAL flush of our own.
 my $wal_io =
