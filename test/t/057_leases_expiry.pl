@@ -1,8 +1,8 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 057_leases_expiry.pl -- LL2, LL3, LL7 and T5 for leases that outlive a
-# transaction (src/locks/leases.c).
+# 057_leases_expiry.pl -- LL1, LL2, LL3, LL7 and T5 for leases that outlive
+# a transaction (src/locks/leases.c).
 #
 # The guide's expiry test, as a batch job: worker A takes the run's lease
 # (1 s), bills customer 1 in a batch that starts with use_lease, and then
@@ -27,6 +27,12 @@
 # the delay ends (here an operator ends it).  T5: three hundred lease
 # changes assign no transaction id and flush no WAL themselves (the WAL
 # writer flushes their records within wal_writer_delay, no commit needed).
+#
+# LL1 across databases: the same fifteen names leased in two databases at
+# once, eight times over (with 16 entries the table's index has 32 slots,
+# so the entries of both databases share probe chains): each database
+# acquires, uses, renews and releases its own lease of a name, and never
+# touches the other database's.
 
 use strict;
 use warnings;
@@ -241,6 +247,75 @@ is(sql("SELECT count(*) FROM fencing.leases WHERE database = 'postgres' AND toke
 	'1', "this database's lease of the name is still held");
 is(sql("SELECT fencing.release_lease('per database', $here)"), 't',
 	'and is released by its holder');
+
+# The same fifteen names in both databases, eight rounds of new names.  In
+# each round one database (in turn) holds the fifteen leases, and the other
+# takes each name in turn: acquires, uses, renews and releases it.  Then
+# the first database's leases are all still held with their own tokens,
+# and it uses, renews and releases each of them.  Each function returns
+# how many names went through every step.
+my $round_functions = <<'SQL';
+CREATE TABLE held (name text PRIMARY KEY, token bigint);
+-- Acquire each name and keep it.
+CREATE FUNCTION hold(names text[]) RETURNS bigint LANGUAGE sql AS $$
+	WITH taken AS (
+		INSERT INTO held
+		SELECT n, fencing.acquire_lease(n, '1 minute') FROM unnest(names) n
+		RETURNING token)
+	SELECT count(token) FROM taken
+$$;
+-- Use, renew and release the lease held with token.
+CREATE FUNCTION finish(name text, token bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM fencing.use_lease(name, token);
+	PERFORM fencing.renew_lease(name, token);
+	RETURN fencing.release_lease(name, token);
+EXCEPTION WHEN OTHERS THEN
+	RETURN false;
+END
+$$;
+-- The kept leases still held with their tokens, each finished.
+CREATE FUNCTION give_back() RETURNS bigint LANGUAGE sql AS $$
+	WITH shown AS (
+		SELECT h.name, h.token FROM held h JOIN fencing.leases l
+		  ON l.name = h.name AND l.token = h.token AND l.database = current_database()),
+	done AS (DELETE FROM held RETURNING name, token)
+	SELECT count(*) FILTER (WHERE finish(s.name, s.token)) FROM shown s JOIN done d USING (name, token)
+$$;
+-- Acquire, use, renew and release each name, one after the other.
+CREATE FUNCTION cycle(names text[]) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	n text;
+	t bigint;
+	ok bigint := 0;
+BEGIN
+	FOREACH n IN ARRAY names LOOP
+		t := fencing.acquire_lease(n, '1 minute');
+		IF t IS NOT NULL AND finish(n, t) THEN
+			ok := ok + 1;
+		END IF;
+	END LOOP;
+	RETURN ok;
+END
+$$;
+SQL
+my %db = (postgres => $node->background_psql('postgres'),
+	other_db => $node->background_psql('other_db'));
+$_->query_safe($round_functions) for values %db;
+my @rounds_ok;
+for my $round (1 .. 8)
+{
+	my ($keeps, $cycles) = $round % 2 ? ('postgres', 'other_db') : ('other_db', 'postgres');
+	my $names = "ARRAY(SELECT 'round $round name ' || i FROM generate_series(1, 15) i)";
+	my $held = $db{$keeps}->query_safe("SELECT hold($names)");
+	my $cycled = $db{$cycles}->query_safe("BEGIN; SELECT cycle($names); COMMIT");
+	my $kept = $db{$keeps}->query_safe("BEGIN; SELECT give_back(); COMMIT");
+	push @rounds_ok, "$held $cycled $kept";
+}
+is(join(', ', @rounds_ok), join(', ', ('15 15 15') x 8),
+	'in every round both databases lease the same fifteen names, each only its own');
+is(sql('SELECT count(*) FROM fencing.leases'), 0, 'no lease is left');
+$_->quit for values %db;
 
 $a->quit;
 $b->quit;
