@@ -104,6 +104,37 @@ BEGIN;
 SELECT pg_try_advisory_xact_lock(fencing.lock_key('nightly invoices')) AS raw_granted;
 ROLLBACK;
 
+-- Every lease in the table excludes its name, also once another lease's
+-- entry has been dropped from the table: of four leases, the second is
+-- released, then the first, and each time every lease still held refuses
+-- try_lock, lock, lease and acquire_lease of its name.
+CREATE TEMP TABLE kept_leases AS
+SELECT 'kept ' || i AS name, fencing.acquire_lease('kept ' || i, '1 minute') AS token
+FROM generate_series(1, 4) i;
+SELECT fencing.release_lease(name, token) AS released FROM kept_leases WHERE name = 'kept 2';
+BEGIN;
+SELECT name, fencing.try_lock(name) IS NULL AS try_lock_busy,
+	   fencing.lock(name, '10 milliseconds') IS NULL AS lock_busy,
+	   fencing.lease(name, '10 seconds') IS NULL AS lease_busy
+FROM kept_leases WHERE name <> 'kept 2' ORDER BY name;
+ROLLBACK;
+SELECT name, fencing.acquire_lease(name, '1 minute') IS NULL AS acquire_lease_busy
+FROM kept_leases WHERE name <> 'kept 2' ORDER BY name;
+SELECT fencing.release_lease(name, token) AS released FROM kept_leases WHERE name = 'kept 1';
+BEGIN;
+SELECT name, fencing.try_lock(name) IS NULL AS try_lock_busy,
+	   fencing.lock(name, '10 milliseconds') IS NULL AS lock_busy,
+	   fencing.lease(name, '10 seconds') IS NULL AS lease_busy
+FROM kept_leases WHERE name NOT IN ('kept 1', 'kept 2') ORDER BY name;
+ROLLBACK;
+SELECT name, fencing.acquire_lease(name, '1 minute') IS NULL AS acquire_lease_busy
+FROM kept_leases WHERE name NOT IN ('kept 1', 'kept 2') ORDER BY name;
+SELECT l.name, l.token = k.token AS same_token
+FROM fencing.leases l JOIN kept_leases k USING (name) ORDER BY l.name;
+SELECT count(*) FILTER (WHERE fencing.release_lease(name, token)) AS released
+FROM kept_leases WHERE name NOT IN ('kept 1', 'kept 2');
+DROP TABLE kept_leases;
+
 -- Renewal keeps the token and moves the expiry; with a ttl, by that ttl,
 -- without one, by the ttl the lease was taken with.
 SELECT fencing.renew_lease('nightly invoices', :t, '2 minutes') - now() > '1 minute 50 seconds' AS renewed_for_two_minutes;

@@ -1,8 +1,8 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 057_leases_expiry.pl -- LL2, LL3, LL7 and T5 for leases that outlive a
-# transaction (src/locks/leases.c).
+# 057_leases_expiry.pl -- LL1, LL2, LL3, LL7 and T5 for leases that outlive
+# a transaction (src/locks/leases.c).
 #
 # The guide's expiry test, as a batch job: worker A takes the run's lease
 # (1 s), bills customer 1 in a batch that starts with use_lease, and then
@@ -15,18 +15,36 @@
 # release_lease with its old token returns false and frees nothing; B's
 # own renewal and release work.
 #
+# LL3: a name taken again after its lease lapsed gets a fresh token, also
+# when the lapsed entry is still in the table (the lease keeper, which
+# drops it at the expiry, is stopped meanwhile, as a keeper that is late
+# would be); the lapsed token renews, uses and releases nothing.
+#
 # LL7: with fencing.max_leases = 16, the 17th lease is refused with 53400,
-# and nothing else is disturbed.  T5: three hundred lease changes assign no
-# transaction id and flush no WAL themselves (the WAL writer flushes their
-# records within wal_writer_delay, no commit needed).
+# and nothing else is disturbed.  A lapsed or broken lease whose name is
+# under fencing.lock_delay keeps its entry: a table full with it refuses
+# a new lease rather than end the delay, and the name stays refused until
+# the delay ends (here an operator ends it).  T5: three hundred lease
+# changes assign no transaction id and flush no WAL themselves (the WAL
+# writer flushes their records within wal_writer_delay, no commit needed).
+#
+# LL1 across databases: the same fifteen names leased in two databases at
+# once, eight times over (with 16 entries the table's index has 32 slots,
+# so the entries of both databases share probe chains): each database
+# acquires, uses, renews and releases its own lease of a name, and never
+# touches the other database's.
 
 use strict;
 use warnings;
 
+use FindBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep);
+
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(lease_keeper_pid);
 
 my $node = PostgreSQL::Test::Cluster->new('leases_expiry');
 $node->init;
@@ -110,6 +128,29 @@ like($b->query_safe("SELECT fencing.renew_lease('invoice-run', $tb)"), qr/^\d{4}
 is($b->query_safe("SELECT fencing.release_lease('invoice-run', $tb)"), 't', 'B releases');
 is(sql('SELECT count(*) FROM fencing.leases'), 0, 'the run is free');
 
+# LL3 with the lapsed entry still in the table.  The keeper is stopped
+# while it sleeps (nothing has changed for a while, and no lease is left to
+# lapse), so that it holds no lock of the table.
+sleep(0.2);
+my $keeper = lease_keeper_pid($node);
+ok(defined $keeper && kill('STOP', $keeper), 'the lease keeper is stopped');
+my $lapsed = sql("SELECT fencing.acquire_lease('lapses', '100 milliseconds')");
+sleep(0.3);
+my $again = sql("SELECT fencing.acquire_lease('lapses', '1 minute')");
+cmp_ok($again, '>', $lapsed,
+	'the name taken again after its lapse gets a fresh token, above the lapsed one');
+is(sqlstate_of($a, "PERFORM fencing.renew_lease('lapses', $lapsed)"), 'FN004',
+	'the lapsed token does not renew the new lease (FN004)');
+$a->query_safe('BEGIN');
+is(sqlstate_of($a, "PERFORM fencing.use_lease('lapses', $lapsed)"), 'FN004',
+	'nor use it (FN004)');
+$a->query_safe('ROLLBACK');
+is(sql("SELECT fencing.release_lease('lapses', $lapsed)"), 'f', 'nor release it');
+ok(kill('CONT', $keeper), 'the lease keeper resumes');
+is(sql("SELECT token FROM fencing.leases WHERE name = 'lapses'"), $again,
+	'the new lease is held with its own token');
+is(sql("SELECT fencing.release_lease('lapses', $again)"), 't', 'and released with it');
+
 # LL7: the table is full at fencing.max_leases.
 $b->query_safe("SELECT fencing.acquire_lease('full ' || i, '1 minute') FROM generate_series(1, 16) i");
 is(sqlstate_of($a, "PERFORM fencing.acquire_lease('one more', '1 minute')"), '53400',
@@ -123,6 +164,43 @@ sql("SELECT fencing.release_lease(name, token) FROM fencing.leases WHERE name = 
 like(sql("SELECT fencing.acquire_lease('one more', '1 minute')"), qr/^\d+$/,
 	'once one is released, a new lease fits');
 sql('SELECT fencing.release_lease(name, token) FROM fencing.leases');
+
+# LL7 with lock-delays running: 14 leases held, one broken and one lapsed,
+# whose names stay under fencing.lock_delay (a minute, ended by hand
+# below).
+sub set_lock_delay
+{
+	my ($value) = @_;
+	sql("ALTER SYSTEM SET fencing.lock_delay = '$value'");
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('fencing.lock_delay') = '$value'")
+	  or die "fencing.lock_delay was not set to $value";
+}
+set_lock_delay('1min');
+$b->query_safe("SELECT fencing.acquire_lease('full ' || i, '1 minute') FROM generate_series(1, 14) i");
+sql("SELECT fencing.acquire_lease('delayed broken', '1 minute')");
+sql("SELECT fencing.break_lease('delayed broken')");
+sql("SELECT fencing.acquire_lease('delayed lapsed', '100 milliseconds')");
+sleep(0.3);
+my $delayed = "ARRAY['delayed broken', 'delayed lapsed']";
+is(sql("SELECT count(*) FROM fencing.locks WHERE name = ANY ($delayed) AND delayed_until > now()"),
+	2, 'the broken and the lapsed lease keep their names under the lock-delay');
+is(sqlstate_of($a, "PERFORM fencing.acquire_lease('one more', '1 minute')"), '53400',
+	'the table full of held and delayed leases refuses a new one with 53400');
+is(sql("BEGIN; SELECT count(*) FROM unnest($delayed) n WHERE fencing.try_lock(n) IS NULL; COMMIT"),
+	2, 'the delayed names still refuse try_lock');
+my (undef, $refused) = $node->psql('postgres',
+	"SELECT count(*) FROM unnest($delayed) n WHERE fencing.acquire_lease(n, '1 minute') IS NULL");
+is($refused, 2, 'and acquire_lease');
+is(sql("SELECT sum(fencing.clear_lock_delays(n)) FROM unnest($delayed) n"), 2,
+	'an operator ends the two delays');
+is(sql("BEGIN; SELECT count(*) FROM unnest($delayed) n WHERE fencing.try_lock(n) IS NOT NULL; COMMIT"),
+	2, 'then the names are free');
+like(sql("SELECT fencing.acquire_lease('one more', '1 minute')"), qr/^\d+$/,
+	'and their entries make room for a new lease');
+is(sql("SELECT count(*) FILTER (WHERE fencing.release_lease(name, token)) FROM fencing.leases"),
+	15, 'the 15 leases held are released');
+set_lock_delay('0');
 
 # T5: no transaction id, and no WAL flush of our own.
 my $wal_io =
@@ -169,6 +247,75 @@ is(sql("SELECT count(*) FROM fencing.leases WHERE database = 'postgres' AND toke
 	'1', "this database's lease of the name is still held");
 is(sql("SELECT fencing.release_lease('per database', $here)"), 't',
 	'and is released by its holder');
+
+# The same fifteen names in both databases, eight rounds of new names.  In
+# each round one database (in turn) holds the fifteen leases, and the other
+# takes each name in turn: acquires, uses, renews and releases it.  Then
+# the first database's leases are all still held with their own tokens,
+# and it uses, renews and releases each of them.  Each function returns
+# how many names went through every step.
+my $round_functions = <<'SQL';
+CREATE TABLE held (name text PRIMARY KEY, token bigint);
+-- Acquire each name and keep it.
+CREATE FUNCTION hold(names text[]) RETURNS bigint LANGUAGE sql AS $$
+	WITH taken AS (
+		INSERT INTO held
+		SELECT n, fencing.acquire_lease(n, '1 minute') FROM unnest(names) n
+		RETURNING token)
+	SELECT count(token) FROM taken
+$$;
+-- Use, renew and release the lease held with token.
+CREATE FUNCTION finish(name text, token bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM fencing.use_lease(name, token);
+	PERFORM fencing.renew_lease(name, token);
+	RETURN fencing.release_lease(name, token);
+EXCEPTION WHEN OTHERS THEN
+	RETURN false;
+END
+$$;
+-- The kept leases still held with their tokens, each finished.
+CREATE FUNCTION give_back() RETURNS bigint LANGUAGE sql AS $$
+	WITH shown AS (
+		SELECT h.name, h.token FROM held h JOIN fencing.leases l
+		  ON l.name = h.name AND l.token = h.token AND l.database = current_database()),
+	done AS (DELETE FROM held RETURNING name, token)
+	SELECT count(*) FILTER (WHERE finish(s.name, s.token)) FROM shown s JOIN done d USING (name, token)
+$$;
+-- Acquire, use, renew and release each name, one after the other.
+CREATE FUNCTION cycle(names text[]) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	n text;
+	t bigint;
+	ok bigint := 0;
+BEGIN
+	FOREACH n IN ARRAY names LOOP
+		t := fencing.acquire_lease(n, '1 minute');
+		IF t IS NOT NULL AND finish(n, t) THEN
+			ok := ok + 1;
+		END IF;
+	END LOOP;
+	RETURN ok;
+END
+$$;
+SQL
+my %db = (postgres => $node->background_psql('postgres'),
+	other_db => $node->background_psql('other_db'));
+$_->query_safe($round_functions) for values %db;
+my @rounds_ok;
+for my $round (1 .. 8)
+{
+	my ($keeps, $cycles) = $round % 2 ? ('postgres', 'other_db') : ('other_db', 'postgres');
+	my $names = "ARRAY(SELECT 'round $round name ' || i FROM generate_series(1, 15) i)";
+	my $held = $db{$keeps}->query_safe("SELECT hold($names)");
+	my $cycled = $db{$cycles}->query_safe("BEGIN; SELECT cycle($names); COMMIT");
+	my $kept = $db{$keeps}->query_safe("BEGIN; SELECT give_back(); COMMIT");
+	push @rounds_ok, "$held $cycled $kept";
+}
+is(join(', ', @rounds_ok), join(', ', ('15 15 15') x 8),
+	'in every round both databases lease the same fifteen names, each only its own');
+is(sql('SELECT count(*) FROM fencing.leases'), 0, 'no lease is left');
+$_->quit for values %db;
 
 $a->quit;
 $b->quit;
