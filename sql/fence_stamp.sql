@@ -122,11 +122,101 @@ COMMIT;
 SELECT id, fence IS NULL AS fence_null FROM later ORDER BY id;
 DEALLOCATE ins;
 
--- A disabled fence trigger stamps nothing, so neither does the statement.
+-- Where the trigger would not fire, the statement stamps nothing either:
+-- a disabled fence trigger, a REPLICA one, session_replication_role =
+-- replica, a partition whose trigger is disabled.
 CREATE TABLE off (id int PRIMARY KEY, fence bigint);
 SELECT fencing.protect('off');
 ALTER TABLE off DISABLE TRIGGER fencing_reject_stale;
 EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO off (id) VALUES (1);
+ALTER TABLE off ENABLE REPLICA TRIGGER fencing_reject_stale;
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO off (id) VALUES (1);
+ALTER TABLE off ENABLE TRIGGER fencing_reject_stale;
+BEGIN;
+SET LOCAL session_replication_role = replica;
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO off (id) VALUES (1);
+SET LOCAL fencing.token = :'token';
+INSERT INTO off (id) VALUES (1) RETURNING fence IS NULL AS not_stamped;
+ROLLBACK;
+CREATE TABLE offpart (id int NOT NULL, fence bigint) PARTITION BY LIST (id);
+CREATE TABLE offpart_1 PARTITION OF offpart FOR VALUES IN (1);
+CREATE TABLE offpart_2 PARTITION OF offpart FOR VALUES IN (2);
+SELECT fencing.protect('offpart');
+ALTER TABLE offpart_2 DISABLE TRIGGER fencing_reject_stale;
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO offpart (id) VALUES (1);
+BEGIN;
+SET LOCAL fencing.token = :'token';
+INSERT INTO offpart (id) VALUES (1), (2) RETURNING id, fence IS NULL AS not_stamped;
+ROLLBACK;
+
+-- What runs between building the row and the fence trigger sees the row
+-- as the trigger's stamp leaves it: another BEFORE ROW trigger that fires
+-- first (on the table or on a partition) and rules keep the trigger's
+-- stamping.
+CREATE TABLE guarded (id int PRIMARY KEY, fence bigint);
+SELECT fencing.protect('guarded');
+CREATE FUNCTION no_client_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.fence IS NOT NULL THEN
+		RAISE EXCEPTION 'clients must not set fence';
+	END IF;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER a_guard BEFORE INSERT ON guarded FOR EACH ROW EXECUTE FUNCTION no_client_fence();
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO guarded (id) VALUES (1);
+BEGIN;
+SET LOCAL fencing.token = :'token';
+INSERT INTO guarded (id) VALUES (1) RETURNING fence = :'token' AS stamped;
+ROLLBACK;
+-- a trigger that fires first and unsets the token: the write carries none (F2)
+CREATE TABLE unset (id int PRIMARY KEY, fence bigint);
+SELECT fencing.protect('unset');
+CREATE FUNCTION unset_token() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM set_config('fencing.token', '', true);
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER a_unset BEFORE INSERT ON unset FOR EACH ROW EXECUTE FUNCTION unset_token();
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO unset (id) VALUES (1);
+\set VERBOSITY default
+ROLLBACK;
+-- a partition's own trigger
+CREATE TABLE guardpart (id int NOT NULL, fence bigint) PARTITION BY LIST (id);
+CREATE TABLE guardpart_1 PARTITION OF guardpart FOR VALUES IN (1);
+SELECT fencing.protect('guardpart');
+CREATE TRIGGER a_guard BEFORE INSERT ON guardpart_1 FOR EACH ROW EXECUTE FUNCTION no_client_fence();
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO guardpart (id) VALUES (1);
+-- a rule sees NEW.fence as the statement gives it
+CREATE TABLE ruled (id int PRIMARY KEY, fence bigint);
+SELECT fencing.protect('ruled');
+CREATE TABLE ruled_log (id int, fence bigint);
+CREATE RULE log_fence AS ON INSERT TO ruled DO ALSO INSERT INTO ruled_log VALUES (NEW.id, NEW.fence);
+BEGIN;
+SET LOCAL fencing.token = :'token';
+INSERT INTO ruled (id) VALUES (1);
+SELECT r.fence = :'token' AS row_stamped, l.fence IS NULL AS rule_saw_null
+FROM ruled r JOIN ruled_log l USING (id);
+ROLLBACK;
+
+-- Without the right to execute token_in_force(), the statement leaves the
+-- column to the trigger, whose stamp needs no right.
+REVOKE EXECUTE ON FUNCTION fencing.token_in_force() FROM PUBLIC;
+CREATE ROLE fence_stamp_norights;
+GRANT USAGE ON SCHEMA fence_stamp TO fence_stamp_norights;
+GRANT INSERT, SELECT ON acct TO fence_stamp_norights;
+SET ROLE fence_stamp_norights;
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO acct (id) VALUES (40);
+BEGIN;
+SET LOCAL fencing.token = :'newer';
+INSERT INTO acct (id) VALUES (40) RETURNING fence = :'newer' AS stamped;
+ROLLBACK;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION fencing.token_in_force() TO PUBLIC;
 
 -- A role that may insert only some columns inserts with its token: the
 -- call is the trigger's write, not the role's.
@@ -146,3 +236,4 @@ SELECT fence = :'newer' AS stamped FROM acct WHERE id = 30;
 
 DROP SCHEMA fence_stamp CASCADE;
 DROP ROLE fence_stamp_writer;
+DROP ROLE fence_stamp_norights;

@@ -247,11 +247,18 @@ fencing_protect_trigger(Oid relid)
 bool
 fencing_trigger_fires_here(const FenceTrigger *trigger)
 {
-	if (trigger->enabled == TRIGGER_FIRES_ALWAYS)
+	return fencing_tgenabled_fires_here(trigger->enabled);
+}
+
+/* The same, by pg_trigger.tgenabled alone. */
+bool
+fencing_tgenabled_fires_here(char enabled)
+{
+	if (enabled == TRIGGER_FIRES_ALWAYS)
 		return true;
 	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		return trigger->enabled == TRIGGER_FIRES_ON_REPLICA;
-	return trigger->enabled == TRIGGER_FIRES_ON_ORIGIN;
+		return enabled == TRIGGER_FIRES_ON_REPLICA;
+	return enabled == TRIGGER_FIRES_ON_ORIGIN;
 }
 
 /*

@@ -86,6 +86,7 @@ extern Oid	fencing_reject_stale_function(void);
 extern List *fencing_fence_triggers(Oid relid);
 extern FenceTrigger *fencing_protect_trigger(Oid relid);
 extern bool fencing_trigger_fires_here(const FenceTrigger *trigger);
+extern bool fencing_tgenabled_fires_here(char enabled);
 
 /* ---------------------------------------------------------------------
  * view_defaults.c

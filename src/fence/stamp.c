@@ -17,15 +17,35 @@
  *
  * Nothing is decided here that the trigger does not decide again: a value
  * put in by this file is the trigger's own fallback, read one step
- * earlier, so the rules of a fenced INSERT stay in trigger.c.  Only the
- * statement's own target, a table or partitioned table with an enabled
- * fence trigger whose fence column is a bigint, is changed; views, COPY,
- * MERGE and everything else keep the trigger's stamping.  The call counts
- * as the trigger's write: it needs no INSERT right on the column (column
- * privileges are not widened), as the trigger's stamp needs none.  A cached
- * plan follows protect() and unprotect(): both change the table's
- * triggers, which invalidates plans on it, and a new parse analysis passes
- * here again.
+ * earlier, so the rules of a fenced INSERT stay in trigger.c.  Read one
+ * step earlier, it is seen earlier too, so the call goes in only where
+ * nothing runs between the row being built and the fence trigger, and the
+ * trigger is sure to fire:
+ *
+ *	- the target is a table, or a partitioned table whose every leaf
+ *	  partition is a table (a row fires its leaf's triggers);
+ *	- the target has no rules (a rule would see the call in NEW);
+ *	- on the table, or on every leaf, the only BEFORE ROW INSERT trigger
+ *	  is one fence trigger, which fires in this session
+ *	  (session_replication_role), on a bigint fence column of the same name
+ *	  everywhere;
+ *	- the statement leaves that column out, and its role may execute
+ *	  token_in_force() (the executor checks the call; the trigger's own
+ *	  stamp is checked by nobody).
+ *
+ * Everything else (views, COPY, MERGE, other triggers, a column the
+ * statement gives) keeps the trigger's stamping.  The call counts as the
+ * trigger's write: it needs no INSERT right on the column (column
+ * privileges are not widened), as the trigger's stamp needs none.  A
+ * cached plan follows protect(), unprotect() and rules and triggers of
+ * the target: each invalidates plans on the table, and a new parse
+ * analysis passes here again.  A plan cached for a partitioned table does
+ * not follow a trigger created, disabled or enabled on one of its
+ * partitions afterwards (core invalidates plans on the partition only),
+ * nor a later change of session_replication_role or of the right to
+ * execute token_in_force(): the row is then built with the token that
+ * counted when it was built, which the fence trigger, if it fires, checks
+ * as ever.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -37,47 +57,97 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
+#include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "parser/parsetree.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "fence/fence.h"
 
 /*
- * The fence column of rel's enabled fence trigger that fires before each
- * inserted row, or InvalidAttrNumber.  The trigger's first argument names
- * it ("fence" when it has none).
+ * The fence column of rel's only BEFORE ROW INSERT trigger, when that is a
+ * fence trigger (funcid) that fires in this session, on a bigint column;
+ * else InvalidAttrNumber.  The trigger's first argument names the column
+ * ("fence" when it has none).
  */
 static AttrNumber
-stamp_fence_attnum(Relation rel)
+stamp_sole_fence_column(Relation rel, Oid funcid)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
-	Oid			funcid;
+	Trigger    *fence = NULL;
+	AttrNumber	attnum;
 	int			i;
 
 	if (trigdesc == NULL || !trigdesc->trig_insert_before_row)
 		return InvalidAttrNumber;
-	funcid = fencing_reject_stale_function();
-	if (!OidIsValid(funcid))
-		return InvalidAttrNumber;
 	for (i = 0; i < trigdesc->numtriggers; i++)
 	{
 		Trigger    *trigger = &trigdesc->triggers[i];
-		const char *column;
 
-		if (trigger->tgfoid != funcid ||
-			trigger->tgenabled == TRIGGER_DISABLED ||
-			!TRIGGER_FOR_ROW(trigger->tgtype) ||
+		if (!TRIGGER_FOR_ROW(trigger->tgtype) ||
 			!TRIGGER_FOR_BEFORE(trigger->tgtype) ||
 			!TRIGGER_FOR_INSERT(trigger->tgtype))
 			continue;
-		column = trigger->tgnargs > 0 ? trigger->tgargs[0] : FENCE_DEFAULT_COLUMN;
-		return get_attnum(RelationGetRelid(rel), column);
+		if (fence != NULL || trigger->tgfoid != funcid ||
+			!fencing_tgenabled_fires_here(trigger->tgenabled))
+			return InvalidAttrNumber;
+		fence = trigger;
 	}
-	return InvalidAttrNumber;
+	if (fence == NULL)
+		return InvalidAttrNumber;
+	attnum = get_attnum(RelationGetRelid(rel),
+						fence->tgnargs > 0 ? fence->tgargs[0] : FENCE_DEFAULT_COLUMN);
+	if (attnum <= 0 ||
+		TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid != INT8OID ||
+		TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attgenerated != '\0')
+		return InvalidAttrNumber;
+	return attnum;
+}
+
+/*
+ * Whether every leaf partition of the partitioned table rel is a table
+ * whose only BEFORE ROW INSERT trigger is a fence trigger on a column
+ * named column.  The partitions are locked as a scan of rel would lock
+ * them, parent first.
+ */
+static bool
+stamp_leaves_fenced(Relation rel, Oid funcid, const char *column)
+{
+	List	   *relids = find_all_inheritors(RelationGetRelid(rel),
+											 AccessShareLock, NULL);
+	ListCell   *lc;
+	bool		fenced = true;
+
+	foreach(lc, relids)
+	{
+		Oid			relid = lfirst_oid(lc);
+		char		relkind = get_rel_relkind(relid);
+		Relation	leaf;
+		AttrNumber	attnum;
+
+		if (relkind == RELKIND_PARTITIONED_TABLE)
+			continue;
+		if (relkind != RELKIND_RELATION)
+		{
+			fenced = false;
+			break;
+		}
+		leaf = table_open(relid, NoLock);
+		attnum = stamp_sole_fence_column(leaf, funcid);
+		fenced = attnum > 0 &&
+			strcmp(NameStr(TupleDescAttr(RelationGetDescr(leaf), attnum - 1)->attname),
+				   column) == 0;
+		table_close(leaf, NoLock);
+		if (!fenced)
+			break;
+	}
+	list_free(relids);
+	return fenced;
 }
 
 /* Whether the INSERT's target list already gives column attnum a value. */
@@ -98,24 +168,48 @@ stamp_column_assigned(Query *query, AttrNumber attnum)
 
 /*
  * The call that stands in for the fence column: fencing.token_in_force(),
- * looked up as the trigger's function is.  NULL when this database's
+ * looked up as the trigger's function is; NULL when this database's
  * fencing has no such function (the extension not yet updated to the
- * library's version).
+ * library's version) or the role may not execute it.
  */
 static Expr *
 stamp_token_call(void)
 {
 	Oid			funcid = fencing_function("token_in_force");
 
-	if (!OidIsValid(funcid) || get_func_rettype(funcid) != INT8OID)
+	if (!OidIsValid(funcid) || get_func_rettype(funcid) != INT8OID ||
+		fencing_function_aclcheck(funcid, GetUserId()) != ACLCHECK_OK)
 		return NULL;
 	return (Expr *) makeFuncExpr(funcid, INT8OID, NIL, InvalidOid, InvalidOid,
 								 COERCE_EXPLICIT_CALL);
 }
 
 /*
- * One INSERT: its target, if protected and its fence column left out,
- * gets the call in that column.
+ * The fence column of the INSERT's target when the call may stand in for
+ * it (the file header's conditions but the last), else InvalidAttrNumber.
+ */
+static AttrNumber
+stamp_target_column(Query *query, Relation rel)
+{
+	Oid			funcid;
+	AttrNumber	attnum;
+
+	if (rel->rd_rules != NULL ||
+		!OidIsValid(funcid = fencing_reject_stale_function()))
+		return InvalidAttrNumber;
+	attnum = stamp_sole_fence_column(rel, funcid);
+	if (attnum <= 0 || stamp_column_assigned(query, attnum))
+		return InvalidAttrNumber;
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE &&
+		!stamp_leaves_fenced(rel, funcid,
+							 NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname)))
+		return InvalidAttrNumber;
+	return attnum;
+}
+
+/*
+ * One INSERT: its target, if the call may stand in for its fence column,
+ * gets it there.
  */
 static void
 stamp_insert(Query *query)
@@ -123,7 +217,6 @@ stamp_insert(Query *query)
 	RangeTblEntry *rte = rt_fetch(query->resultRelation, query->rtable);
 	Relation	rel;
 	AttrNumber	attnum;
-	Form_pg_attribute attr;
 	Expr	   *call;
 
 	if (rte->rtekind != RTE_RELATION ||
@@ -133,23 +226,13 @@ stamp_insert(Query *query)
 
 	/* the parser holds the target's lock */
 	rel = table_open(rte->relid, NoLock);
-	attnum = stamp_fence_attnum(rel);
-	if (attnum <= 0 || stamp_column_assigned(query, attnum))
-	{
-		table_close(rel, NoLock);
-		return;
-	}
-	attr = TupleDescAttr(RelationGetDescr(rel), attnum - 1);
-	if (attr->attisdropped || attr->atttypid != INT8OID ||
-		attr->attgenerated != '\0' || (call = stamp_token_call()) == NULL)
-	{
-		table_close(rel, NoLock);
-		return;
-	}
-	query->targetList = lappend(query->targetList,
-								makeTargetEntry(call, attnum,
-												pstrdup(NameStr(attr->attname)),
-												false));
+	attnum = stamp_target_column(query, rel);
+	if (attnum > 0 && (call = stamp_token_call()) != NULL)
+		query->targetList =
+			lappend(query->targetList,
+					makeTargetEntry(call, attnum,
+									pstrdup(NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname)),
+									false));
 	table_close(rel, NoLock);
 }
 
