@@ -461,18 +461,29 @@ locks_resource_release(ResourceReleasePhase phase, bool isCommit,
 /*
  * Transaction end.  PREPARE is refused while fencing locks are held: the
  * prepared transaction would keep the lock with no session to renew a
- * lease or to end it, and the view could not say who holds it.  The slots
+ * lease or to end it, and the view could not say who holds it.  It is
+ * refused too after use_lease(): the prepared transaction would keep the
+ * lease's resource fence locked with no idle limit, and the holder's next
+ * batch would wait for it until someone ended it by hand.  The slots
  * themselves are freed by locks_resource_release, after the locks.
  */
 static void
 locks_xact_callback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_PRE_PREPARE && fencing_held.count > 0)
+	if (event != XACT_EVENT_PRE_PREPARE)
+		return;
+	if (fencing_held.count > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot PREPARE a transaction that holds fencing locks"),
 				 errdetail("A prepared transaction would keep the lock with no session to renew or end it."),
 				 errhint("Commit or roll back instead, or take the lock in a transaction that is not prepared.")));
+	if (lease_use_limits > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that used a lease"),
+				 errdetail("fencing.use_lease() locked the lease's resource fence for this transaction; a prepared transaction would keep it locked with no session and no idle limit, and the next batch would wait for it."),
+				 errhint("Commit or roll back instead.")));
 }
 
 /*

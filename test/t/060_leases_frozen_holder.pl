@@ -23,6 +23,10 @@
 # The bound is on idle time only: a holder that keeps working in its batch
 # past the ttl is not ended, and after its COMMIT the session may sit idle
 # as long as it likes.
+#
+# A batch cannot be prepared (PREPARE TRANSACTION): the prepared
+# transaction would keep the fence's row lock with no session, so no idle
+# limit, and the next batch would wait for it until a DBA ended it.
 
 use strict;
 use warnings;
@@ -40,7 +44,8 @@ my $ttl = 2;    # seconds, the lease's ttl
 
 my $node = PostgreSQL::Test::Cluster->new('leases_frozen_holder');
 $node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'fencing'\n");
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nmax_prepared_transactions = 2\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION fencing');
 $node->safe_psql('postgres', <<'SQL');
@@ -185,6 +190,23 @@ sleep(1.5);
 is(sql("SELECT count(*) FROM pg_stat_activity WHERE pid = $c_backend"), 1,
 	'and the session may sit idle outside a transaction');
 $c->quit;
+
+# --- a batch is not prepared --------------------------------------------
+
+my $tp = sql("SELECT fencing.acquire_lease('prepared-run', '30 seconds')");
+my ($rc, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nBEGIN;\nSELECT fencing.use_lease('prepared-run', $tp);\nPREPARE TRANSACTION 'batch';");
+like($err, qr/ERROR:  0A000: cannot PREPARE a transaction that used a lease/,
+	'PREPARE TRANSACTION after use_lease is refused (0A000)') or diag($err);
+is(sql('SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
+($rc, $out, $err) = $node->psql('postgres',
+	"SET statement_timeout = '5s'; BEGIN; SELECT fencing.use_lease('prepared-run', $tp) = $tp; COMMIT;");
+is($out, 't', 'the next batch is not held up by a prepared one') or diag($err);
+($rc, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nSET statement_timeout = '5s';\nBEGIN;\nSAVEPOINT s;\nSELECT fencing.use_lease('prepared-run', $tp);\nROLLBACK TO s;\nPREPARE TRANSACTION 'after-rollback';\nCOMMIT PREPARED 'after-rollback';");
+is($rc, 0, 'a use_lease rolled back to a savepoint leaves nothing that keeps PREPARE out')
+  or diag($err);
+is(sql("SELECT fencing.release_lease('prepared-run', $tp)"), 't', 'the lease is released');
 
 $node->stop;
 done_testing();
