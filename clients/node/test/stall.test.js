@@ -94,3 +94,34 @@ test('overlapping renewals never hold the lease past the server\'s expiry', { ti
     await proxy.close();
   }
 });
+
+test('a watchdog timer that fires a little early still loses the lease', { timeout: 60000 }, async () => {
+  // libuv measures a timer from the loop's cached time, so a timer can
+  // run a little before performance.now() reaches the moment it was set
+  // for.  Here every timer of the process fires 5 ms early: the lease's
+  // watchdog, set for the deadline while its renewal is stalled, must not
+  // give up because the deadline has not quite come.
+  const setTimeoutBefore = global.setTimeout;
+  global.setTimeout = (fn, ms, ...args) => setTimeoutBefore(fn, Math.max(0, (ms || 0) - 5), ...args);
+  const proxy = await stallingProxy();
+  const p = pool({ host: proxy.host });
+  const name = unique('early');
+  let lease = null;
+  try {
+    lease = await Lease.acquire(p, name, { ttlMs: 2000, renew: false });
+    const lost = new Promise((resolve) => lease.on('lost', () => resolve(true)));
+    proxy.stall();
+    const stalled = lease.renew().catch(() => {});
+    const wasLost = await Promise.race([lost, sleep(6000).then(() => false)]);
+    assert.equal(wasLost, true, 'not lost 6 s after the stall of a lease of 2 s');
+    assert.equal(lease.lost, true);
+    proxy.resume();
+    await stalled;
+  } finally {
+    global.setTimeout = setTimeoutBefore;
+    proxy.resume();
+    if (lease !== null) await lease.release().catch(() => {});
+    await p.end();
+    await proxy.close();
+  }
+});

@@ -130,6 +130,39 @@ def test_a_stalled_renewal_loses_the_lease_by_the_servers_expiry(admin, stalling
             lease.release()
 
 
+def test_a_watchdog_timer_that_fires_early_still_loses_the_lease(monkeypatch, stalling_proxy):
+    """A timer may run a little before the monotonic clock reaches the
+    moment it was set for.  Here the lease's timers fire 5 ms early: the
+    watchdog, set for the deadline while the renewal is stalled, must not
+    give up because the deadline has not quite come."""
+    real_timer = threading.Timer
+
+    class EarlyTimer(real_timer):
+        def __init__(self, interval, function, *args, **kwargs):
+            super().__init__(max(0.0, interval - 0.005), function, *args, **kwargs)
+
+    monkeypatch.setattr(pgfencing.lease.threading, "Timer", EarlyTimer)
+    name = unique("early")
+    lease = pgfencing.Lease(stalling_proxy.conninfo(), name, ttl=2, renew=False,
+                            raise_on_release_error=False)
+    assert lease.acquire(blocking=False)
+
+    def renew():
+        with contextlib.suppress(pgfencing.FencingError):
+            lease.renew()
+
+    stalled = threading.Thread(target=renew, daemon=True)
+    try:
+        stalling_proxy.stall()
+        stalled.start()
+        assert lease.lost.wait(6), "not lost 6 s after the stall of a lease of 2 s"
+    finally:
+        stalling_proxy.resume()
+        stalled.join(10)
+        with contextlib.suppress(pgfencing.FencingError):
+            lease.release()
+
+
 def test_overlapping_renewals_never_hold_the_lease_past_the_servers_expiry(admin, stalling_proxy):
     """renew(ttl=60) is sent and stalls on its way; before its answer, use()
     renews for the lease's own ttl on another connection and gets through.
