@@ -552,13 +552,17 @@ class Lease extends EventEmitter {
     if (!this._released && !this.lost) this._scheduleRenewal(every);
   }
 
-  // Lose the lease at its deadline even if a renewal is stuck.
+  // Lose the lease at its deadline even if a renewal is stuck.  A timer
+  // may run a little before its time (libuv measures it from the loop's
+  // cached clock): then it is set again for what is left.
   _armWatchdog() {
     if (this._watchdog !== null) clearTimeout(this._watchdog);
     const delay = Math.max(0, this._deadline - performance.now());
     this._watchdog = setTimeout(() => {
       this._watchdog = null;
-      if (!this._released && performance.now() >= this._deadline) this._lose(this._notRenewed());
+      if (this._released || this.lost) return;
+      if (performance.now() >= this._deadline) this._lose(this._notRenewed());
+      else this._armWatchdog();
     }, delay);
     this._watchdog.unref();
   }

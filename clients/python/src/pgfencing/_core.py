@@ -472,8 +472,15 @@ class LeaseBase:
         return min(interval, RETRY_SECONDS)
 
     def _deadline_passed(self) -> None:
-        if self._state.token is not None and self._state.overdue():
+        """The watchdog ran: lose the lease if its deadline has come.  A
+        timer may run a little before its time; it is then set again for
+        what is left."""
+        if self._state.token is None or self.lost.is_set():
+            return
+        if self._state.overdue():
             self._lose(self._state.not_renewed())
+        else:
+            self._arm_watchdog()
 
     def _stopping(self) -> None:
         """What the subclass stops when the lease is lost."""
