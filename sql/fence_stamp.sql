@@ -203,12 +203,51 @@ SELECT r.fence = :'token' AS row_stamped, l.fence IS NULL AS rule_saw_null
 FROM ruled r JOIN ruled_log l USING (id);
 ROLLBACK;
 
--- Without the right to execute token_in_force(), the statement leaves the
--- column to the trigger, whose stamp needs no right.
+-- Rows routed by the fence column are routed by what the trigger's stamp
+-- leaves (the trigger fires after routing): a partition key on it keeps
+-- the trigger's stamping, and its error.
+CREATE TABLE by_fence (id int, fence bigint) PARTITION BY RANGE (fence);
+CREATE TABLE by_fence_all PARTITION OF by_fence FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
+SELECT fencing.protect('by_fence');
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO by_fence (id) VALUES (1);
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO by_fence (id) VALUES (1);
+\set VERBOSITY default
+ROLLBACK;
+-- A volatile call among the statement's values could change the token
+-- after the call read it: the trigger stamps what counts when it fires.
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO acct (id, balance) VALUES (50, random()::bigint);
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO acct (id, balance) VALUES (50, length(set_config('fencing.token', '', true)));
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+INSERT INTO acct (id, balance) VALUES (51, length(set_config('fencing.token', :'newer', true)))
+	RETURNING fence = :'newer' AS stamped_with_the_later;
+ROLLBACK;
+-- A fence trigger with a WHEN condition may not fire for the row the call
+-- builds (here it would skip every stamped row): the trigger stamps.
+CREATE TABLE when_null (id int, fence bigint);
+CREATE TRIGGER fencing_reject_stale BEFORE INSERT ON when_null FOR EACH ROW
+	WHEN (NEW.fence IS NULL) EXECUTE FUNCTION fencing.reject_stale('fence', 'error');
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO when_null (id) VALUES (1);
+
+-- Without PUBLIC's right to execute token_in_force(), the statement leaves
+-- the column to the trigger, whose stamp needs no right: also for a role
+-- that has the right, as a plan it caches may run for another role.
 REVOKE EXECUTE ON FUNCTION fencing.token_in_force() FROM PUBLIC;
 CREATE ROLE fence_stamp_norights;
 GRANT USAGE ON SCHEMA fence_stamp TO fence_stamp_norights;
 GRANT INSERT, SELECT ON acct TO fence_stamp_norights;
+CREATE ROLE fence_stamp_rights;
+GRANT USAGE ON SCHEMA fence_stamp TO fence_stamp_rights;
+GRANT INSERT, SELECT ON acct TO fence_stamp_rights;
+GRANT EXECUTE ON FUNCTION fencing.token_in_force() TO fence_stamp_rights;
 SET ROLE fence_stamp_norights;
 EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO acct (id) VALUES (40);
 BEGIN;
@@ -216,6 +255,16 @@ SET LOCAL fencing.token = :'newer';
 INSERT INTO acct (id) VALUES (40) RETURNING fence = :'newer' AS stamped;
 ROLLBACK;
 RESET ROLE;
+BEGIN;
+SET LOCAL fencing.token = :'newer';
+SET LOCAL ROLE fence_stamp_rights;
+PREPARE ins_as(int) AS INSERT INTO acct (id) VALUES ($1) RETURNING fence = :'newer' AS stamped;
+EXECUTE ins_as(41);
+SET LOCAL ROLE fence_stamp_norights;
+EXECUTE ins_as(42);
+ROLLBACK;
+DEALLOCATE ins_as;
+REVOKE EXECUTE ON FUNCTION fencing.token_in_force() FROM fence_stamp_rights;
 GRANT EXECUTE ON FUNCTION fencing.token_in_force() TO PUBLIC;
 
 -- A role that may insert only some columns inserts with its token: the
@@ -237,3 +286,4 @@ SELECT fence = :'newer' AS stamped FROM acct WHERE id = 30;
 DROP SCHEMA fence_stamp CASCADE;
 DROP ROLE fence_stamp_writer;
 DROP ROLE fence_stamp_norights;
+DROP ROLE fence_stamp_rights;

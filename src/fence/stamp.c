@@ -23,15 +23,21 @@
  * trigger is sure to fire:
  *
  *	- the target is a table, or a partitioned table whose every leaf
- *	  partition is a table (a row fires its leaf's triggers);
+ *	  partition is a table (a row fires its leaf's triggers) and none of
+ *	  whose levels is partitioned by the fence column (rows are routed
+ *	  before any row trigger fires);
  *	- the target has no rules (a rule would see the call in NEW);
+ *	- the statement's own column values call no volatile function (one
+ *	  evaluated after the call could change fencing.token before the
+ *	  trigger reads it);
  *	- on the table, or on every leaf, the only BEFORE ROW INSERT trigger
- *	  is one fence trigger, which fires in this session
+ *	  is one fence trigger, without a WHEN condition, which fires in this
+ *	  session
  *	  (session_replication_role), on a bigint fence column of the same name
  *	  everywhere;
- *	- the statement leaves that column out, and its role may execute
- *	  token_in_force() (the executor checks the call; the trigger's own
- *	  stamp is checked by nobody).
+ *	- the statement leaves that column out, and PUBLIC may execute
+ *	  token_in_force() (the executor checks the call for the role that
+ *	  runs the plan; the trigger's own stamp is checked by nobody).
  *
  * Everything else (views, COPY, MERGE, other triggers, a column the
  * statement gives) keeps the trigger's stamping.  The call counts as the
@@ -42,10 +48,9 @@
  * analysis passes here again.  A plan cached for a partitioned table does
  * not follow a trigger created, disabled or enabled on one of its
  * partitions afterwards (core invalidates plans on the partition only),
- * nor a later change of session_replication_role or of the right to
- * execute token_in_force(): the row is then built with the token that
- * counted when it was built, which the fence trigger, if it fires, checks
- * as ever.
+ * nor a later change of session_replication_role: the row is then built
+ * with the token that counted when it was built, which the fence trigger,
+ * if it fires, checks as ever.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -57,11 +62,13 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
@@ -94,6 +101,7 @@ stamp_sole_fence_column(Relation rel, Oid funcid)
 			!TRIGGER_FOR_INSERT(trigger->tgtype))
 			continue;
 		if (fence != NULL || trigger->tgfoid != funcid ||
+			trigger->tgqual != NULL ||
 			!fencing_tgenabled_fires_here(trigger->tgenabled))
 			return InvalidAttrNumber;
 		fence = trigger;
@@ -107,6 +115,22 @@ stamp_sole_fence_column(Relation rel, Oid funcid)
 		TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attgenerated != '\0')
 		return InvalidAttrNumber;
 	return attnum;
+}
+
+/*
+ * Whether column (by name) is in the partition key of the partitioned
+ * table rel, as a column or in an expression: rows are routed by it before
+ * any row trigger fires, so routing must see the value the trigger would.
+ */
+static bool
+stamp_routes_by(Relation rel, const char *column)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), column);
+
+	return attnum <= 0 ||
+		has_partition_attrs(rel,
+							bms_make_singleton(attnum - FirstLowInvalidHeapAttributeNumber),
+							NULL);
 }
 
 /*
@@ -131,7 +155,15 @@ stamp_leaves_fenced(Relation rel, Oid funcid, const char *column)
 		AttrNumber	attnum;
 
 		if (relkind == RELKIND_PARTITIONED_TABLE)
+		{
+			Relation	parted = table_open(relid, NoLock);
+
+			fenced = !stamp_routes_by(parted, column);
+			table_close(parted, NoLock);
+			if (!fenced)
+				break;
 			continue;
+		}
 		if (relkind != RELKIND_RELATION)
 		{
 			fenced = false;
@@ -170,7 +202,9 @@ stamp_column_assigned(Query *query, AttrNumber attnum)
  * The call that stands in for the fence column: fencing.token_in_force(),
  * looked up as the trigger's function is; NULL when this database's
  * fencing has no such function (the extension not yet updated to the
- * library's version) or the role may not execute it.
+ * library's version) or PUBLIC may not execute it.  PUBLIC, not the
+ * role analysing the statement: a cached plan runs for whichever role the
+ * session has then, and a REVOKE invalidates plans that call it.
  */
 static Expr *
 stamp_token_call(void)
@@ -178,7 +212,7 @@ stamp_token_call(void)
 	Oid			funcid = fencing_function("token_in_force");
 
 	if (!OidIsValid(funcid) || get_func_rettype(funcid) != INT8OID ||
-		fencing_function_aclcheck(funcid, GetUserId()) != ACLCHECK_OK)
+		fencing_function_aclcheck(funcid, ACL_ID_PUBLIC) != ACLCHECK_OK)
 		return NULL;
 	return (Expr *) makeFuncExpr(funcid, INT8OID, NIL, InvalidOid, InvalidOid,
 								 COERCE_EXPLICIT_CALL);
@@ -198,7 +232,8 @@ stamp_target_column(Query *query, Relation rel)
 		!OidIsValid(funcid = fencing_reject_stale_function()))
 		return InvalidAttrNumber;
 	attnum = stamp_sole_fence_column(rel, funcid);
-	if (attnum <= 0 || stamp_column_assigned(query, attnum))
+	if (attnum <= 0 || stamp_column_assigned(query, attnum) ||
+		contain_volatile_functions((Node *) query->targetList))
 		return InvalidAttrNumber;
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE &&
 		!stamp_leaves_fenced(rel, funcid,
