@@ -621,15 +621,27 @@ fencing_lease_limit_reserve(void)
 /*
  * A lease with this ttl was granted (by_use: a lease that outlives the
  * transaction was used in it): it is the limit in force from now on if it
- * is shorter than the one in force.  fencing_lease_limit_reserve() must
- * have made room.
+ * is shorter than the one in force.  A use is always recorded, until its
+ * subtransaction rolls back: it keeps the idle limit and the PREPARE
+ * refusal after a lock that set a shorter limit is gone (a cursor that
+ * failed).  fencing_lease_limit_reserve() must have made room.
  */
 void
 fencing_lease_limit_push(int ttl_ms, bool by_use)
 {
 	if (lease_limit_count > 0 &&
 		lease_limits[lease_limit_count - 1].ttl_ms <= ttl_ms)
-		return;
+	{
+		/*
+		 * A shorter limit is in force; a use is still recorded (with that
+		 * limit), so that it outlives the lock behind the shorter one.
+		 */
+		if (!by_use ||
+			(lease_limits[lease_limit_count - 1].by_use &&
+			 lease_limits[lease_limit_count - 1].subid == GetCurrentSubTransactionId()))
+			return;
+		ttl_ms = lease_limits[lease_limit_count - 1].ttl_ms;
+	}
 	Assert(lease_limit_count < lease_limit_capacity);
 	lease_limits[lease_limit_count].subid = GetCurrentSubTransactionId();
 	lease_limits[lease_limit_count].ttl_ms = ttl_ms;

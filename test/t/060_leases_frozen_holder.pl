@@ -206,6 +206,19 @@ is($out, 't', 'the next batch is not held up by a prepared one') or diag($err);
 	"\\set VERBOSITY verbose\nSET statement_timeout = '5s';\nBEGIN;\nSAVEPOINT s;\nSELECT fencing.use_lease('prepared-run', $tp);\nROLLBACK TO s;\nPREPARE TRANSACTION 'after-rollback';\nCOMMIT PREPARED 'after-rollback';");
 is($rc, 0, 'a use_lease rolled back to a savepoint leaves nothing that keeps PREPARE out')
   or diag($err);
+# A shorter transaction lease, taken by a cursor that then fails, set the
+# limit in force when use_lease() ran; its lock goes with the failed
+# portal, and the use must still refuse PREPARE.
+($rc, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nSET statement_timeout = '5s';\nBEGIN;\n"
+	  . "DECLARE c CURSOR FOR SELECT fencing.lease('prepared-tx', '5 s'), 1 / (2 - g) FROM generate_series(1, 3) g;\n"
+	  . "FETCH 1 FROM c;\nSELECT fencing.use_lease('prepared-run', $tp);\n"
+	  . "SAVEPOINT s;\nFETCH 1 FROM c;\nROLLBACK TO s;\nPREPARE TRANSACTION 'after-cursor';",
+	on_error_stop => 0);
+like($err, qr/ERROR:  0A000: cannot PREPARE a transaction that used a lease/,
+	'PREPARE is refused after use_lease also when the shorter lease in force when it ran is gone')
+  or diag($err);
+is(sql('SELECT count(*) FROM pg_prepared_xacts'), '0', 'nothing was prepared');
 is(sql("SELECT fencing.release_lease('prepared-run', $tp)"), 't', 'the lease is released');
 
 $node->stop;
