@@ -65,7 +65,6 @@
 #include "catalog/partition.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
-#include "miscadmin.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
@@ -75,6 +74,13 @@
 #include "utils/rel.h"
 
 #include "fence/fence.h"
+
+/* The name of column attnum of rel. */
+static inline const char *
+stamp_column_name(Relation rel, AttrNumber attnum)
+{
+	return NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname);
+}
 
 /*
  * The fence column of rel's only BEFORE ROW INSERT trigger, when that is a
@@ -171,9 +177,7 @@ stamp_leaves_fenced(Relation rel, Oid funcid, const char *column)
 		}
 		leaf = table_open(relid, NoLock);
 		attnum = stamp_sole_fence_column(leaf, funcid);
-		fenced = attnum > 0 &&
-			strcmp(NameStr(TupleDescAttr(RelationGetDescr(leaf), attnum - 1)->attname),
-				   column) == 0;
+		fenced = attnum > 0 && strcmp(stamp_column_name(leaf, attnum), column) == 0;
 		table_close(leaf, NoLock);
 		if (!fenced)
 			break;
@@ -228,7 +232,9 @@ stamp_target_column(Query *query, Relation rel)
 	Oid			funcid;
 	AttrNumber	attnum;
 
-	if (rel->rd_rules != NULL ||
+	/* the catalog lookups only for a table with BEFORE ROW INSERT triggers */
+	if (rel->trigdesc == NULL || !rel->trigdesc->trig_insert_before_row ||
+		rel->rd_rules != NULL ||
 		!OidIsValid(funcid = fencing_reject_stale_function()))
 		return InvalidAttrNumber;
 	attnum = stamp_sole_fence_column(rel, funcid);
@@ -236,8 +242,7 @@ stamp_target_column(Query *query, Relation rel)
 		contain_volatile_functions((Node *) query->targetList))
 		return InvalidAttrNumber;
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE &&
-		!stamp_leaves_fenced(rel, funcid,
-							 NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname)))
+		!stamp_leaves_fenced(rel, funcid, stamp_column_name(rel, attnum)))
 		return InvalidAttrNumber;
 	return attnum;
 }
@@ -266,7 +271,7 @@ stamp_insert(Query *query)
 		query->targetList =
 			lappend(query->targetList,
 					makeTargetEntry(call, attnum,
-									pstrdup(NameStr(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->attname)),
+									pstrdup(stamp_column_name(rel, attnum)),
 									false));
 	table_close(rel, NoLock);
 }
