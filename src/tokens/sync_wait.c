@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * sync_wait.c
- *		The wait of a reservation for synchronous standbys: as a commit
- *		waits, but without the words core has for a commit.
+ *		The wait for synchronous standbys of a reservation, or of the end of
+ *		a lease: as a commit waits, but without the words core has for a
+ *		commit.
  *
  * A reservation's WAL record must reach the synchronous standbys before
  * its tokens are handed out, so that a failover to one of them cannot hand
@@ -96,9 +97,12 @@ sync_rep_wait_quietly(XLogRecPtr lsn)
 }
 
 /*
- * Wait, like a commit, until synchronous standbys have flushed the
- * reservation record, so a token is never handed out that a failover to a
- * synchronous standby could hand out again.  A session's own
+ * Wait, like a commit, until synchronous standbys have flushed the record
+ * at lsn: a reservation's, so a token is never handed out that a failover
+ * to a synchronous standby could hand out again, or the end of a lease,
+ * so nobody is told it ended before a failover would know.  what names the
+ * record in the error a cancelled wait raises, and detail says what the
+ * caller did not get.  A session's own
  * synchronous_commit = off or local must not weaken a cluster-wide
  * guarantee, so the wait is at least remote_flush whatever the session says.
  *
@@ -113,7 +117,8 @@ sync_rep_wait_quietly(XLogRecPtr lsn)
  * once the wait has returned.
  */
 void
-fencing_wait_for_sync_standbys(XLogRecPtr lsn)
+fencing_wait_for_sync_standbys(XLogRecPtr lsn, const char *what,
+							   const char *detail)
 {
 	int			nestlevel;
 	XLogRecPtr	confirmed;
@@ -156,7 +161,8 @@ fencing_wait_for_sync_standbys(XLogRecPtr lsn)
 	if (confirmed < lsn)
 		ereport(ERROR,
 				(errcode(ERRCODE_QUERY_CANCELED),
-				 errmsg("canceling wait for synchronous standbys to confirm a fence token reservation"),
-				 errdetail("No token was handed out. The reservation is flushed locally but not yet confirmed by the synchronous standbys listed in synchronous_standby_names."),
+				 errmsg("canceling wait for synchronous standbys to confirm %s", what),
+				 errdetail("%s It is flushed locally but not yet confirmed by the synchronous standbys listed in synchronous_standby_names.",
+						   detail),
 				 errhint("Bring a synchronous standby back, or change synchronous_standby_names; the next call waits again.")));
 }

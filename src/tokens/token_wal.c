@@ -405,7 +405,8 @@ fencing_reserve_tokens(uint64 needed)
 		}
 
 		XLogFlush(lsn);
-		fencing_wait_for_sync_standbys(lsn);
+		fencing_wait_for_sync_standbys(lsn, "a fence token reservation",
+									   "No token was handed out.");
 		fencing_raise_atomic(&state->limit, target);
 
 		if (wrote)

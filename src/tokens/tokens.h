@@ -172,7 +172,8 @@ extern const char *fencing_state_file_path(void);
  * sync_wait.c
  * ---------------------------------------------------------------------
  */
-extern void fencing_wait_for_sync_standbys(XLogRecPtr lsn);
+extern void fencing_wait_for_sync_standbys(XLogRecPtr lsn, const char *what,
+										   const char *detail);
 
 /* ---------------------------------------------------------------------
  * token_wal.c
