@@ -7,12 +7,15 @@
  * A job that holds a lease (locks/leases.c) commits its work in batches;
  * each batch must prove, in its own transaction, that the lease is still
  * its own, and must be rejected by the resource once a newer holder has
- * come.  use_lease() does both in one round trip: it renews the lease
+ * come.  use_lease() does both in one round trip: it checks the lease
  * (FN004 when it is not held with the token), raises the resource fence
  * of the lease's name to the token as fencing.check_fence(name, token)
- * does (FN001 when a newer holder passed it), and sets this transaction's
- * fencing.token as fencing.set_token() does, so that the batch's writes to
- * protected tables carry the token.
+ * does (FN001 when a newer holder passed it), sets this transaction's
+ * fencing.token as fencing.set_token() does, so that the batch's writes
+ * to protected tables carry the token, and renews the lease.  The renewal
+ * comes last: a use_lease() that fails in any step leaves the lease as it
+ * was, so a holder fenced out by a newer one does not keep the name
+ * blocked with every failed batch.
  *
  * The raised fence keeps its row of fencing.resource_fences locked until
  * the batch's transaction ends, so for the rest of that transaction the
@@ -79,10 +82,11 @@ check_fence_function(void)
 /*
  * SQL: fencing.use_lease(name, token).  The first statement of each
  * transaction of the holder's work: FN004 unless the lease is held with
- * token; renews it; raises the resource fence of name to token, as
- * check_fence(name, token) does (FN001 when a newer holder passed it); and
- * sets this transaction's fencing.token.  For the rest of the transaction
- * the holder may sit idle for at most the lease's ttl.  Returns the token.
+ * token; raises the resource fence of name to token, as check_fence(name,
+ * token) does (FN001 when a newer holder passed it); sets this
+ * transaction's fencing.token; then renews the lease.  For the rest of
+ * the transaction the holder may sit idle for at most the lease's ttl.
+ * Returns the token.
  */
 Datum
 fencing_use_lease(PG_FUNCTION_ARGS)
@@ -101,10 +105,11 @@ fencing_use_lease(PG_FUNCTION_ARGS)
 
 	check_fence = check_fence_function();
 
-	ttl_ms = fencing_lease_renew_for_use(fcinfo, &token);
+	ttl_ms = fencing_lease_check_for_use(fcinfo, &token);
 	fencing_lease_idle_limit_for_use(ttl_ms);
 	(void) OidFunctionCall2(check_fence, PG_GETARG_DATUM(0),
 							Int64GetDatum(token));
 	(void) DirectFunctionCall1(fencing_set_token, Int64GetDatum(token));
+	fencing_lease_renew_for_use(fcinfo);
 	PG_RETURN_INT64(token);
 }

@@ -3,48 +3,56 @@
  * lease_store.c
  *		Leases across restarts, crashes and failovers: their WAL records,
  *		redo, the state file $PGDATA/fencing.leases, the "fencing lease
- *		keeper" background worker, and the start of service.
+ *		keeper" background worker, the ends of leases and the start of
+ *		service.
  *
- * Every change of a lease (acquisition, renewal, release, break, a lapse
- * noted) is a small WAL record of fencing's resource manager, inserted with
- * no flush and no transaction id: it reaches disk with the next flush, at
- * most wal_writer_delay after the keeper's next write of the file, when the
- * keeper asks the WAL writer for it as an asynchronous commit does.  A standby's redo applies the records to its
- * own table, so a promoted standby knows the leases; crash recovery does
- * the same on the primary.
+ * Every change of a lease (acquisition, renewal, release, break, an end
+ * noted, a drop) is a small WAL record of fencing's resource manager,
+ * numbered (seq) and inserted with no flush and no transaction id.  A
+ * standby's redo applies the records to its own table, so a promoted
+ * standby knows the leases; crash recovery does the same on the primary.
+ * An entry remembers the number of its last change, and redo applies a
+ * record only to an entry that is older, so that nothing goes back.
  *
- * Crash recovery starts at the last checkpoint's redo point and there is no
- * checkpoint hook, so records older than that point must be in the state
- * file.  The keeper writes the file (durable_rename: file and directory
- * fsynced) soon after each change (backends and redo set its latch; writes
- * are at least LEASE_FILE_INTERVAL_MS apart, so a burst costs one), and the
- * postmaster writes it once more when it lets go of shared memory (at every
- * stop and at a crash restart), from the table as it was, without the lock.
- * Changes are numbered (seq): the file says up to which change it reflects,
- * redo applies only records above it, and numbering goes on from the
- * highest seen, so a file ahead of the WAL that survived (changes whose
- * records were never flushed) is harmless.  What may be lost: a change
- * whose record was never flushed and that no file reflects (a postmaster
- * killed or a power loss right after it, or a checkpoint completed between
- * the change and the keeper's next write).  Its lease is then lost (the
- * holder's next renewal raises FN004) or a released one reappears until
- * its ttl passes: availability, never safety, which rests on the fences.
- * A damaged file is logged and the server starts without leases.
+ * Crash recovery starts at the last checkpoint's redo point and there is
+ * no checkpoint hook, so a change whose record is older than that point
+ * must be in the state file.  The file has a slot per entry of the table:
+ * the keeper writes the slots of the entries changed since its last write
+ * (the dirty ring), one slot each, at most every LEASE_FILE_INTERVAL_MS,
+ * after flushing WAL up to their records (WAL first, as for a data page),
+ * then fsyncs; file_seq then says that every change up to the number it
+ * read before the write is on disk.  The postmaster writes the slots once
+ * more when it lets go of shared memory (at every stop and at a crash
+ * restart), from the table as it was, without the lock.
+ *
+ * So a change is on disk within the keeper's pace and an fsync, and may be
+ * lost if the postmaster dies before (SIGKILL, power loss): then its lease
+ * is lost (the holder's next renewal raises FN004) or a released one
+ * reappears until its ttl passes.  That is availability.  The end of a
+ * lease is not left to that: before anyone is told a lease ended (FN004,
+ * the token break_lease returns, a lock-delay cleared), the caller makes
+ * the changes of the lease's filter bucket durable itself
+ * (fencing_lease_make_durable): in the file, WAL flushed, and confirmed by
+ * the synchronous standbys as a commit is.  A restart, crash restart or
+ * promotion then finds the lease ended, and an ended lease is never
+ * renewed, used or carried over again.  A damaged file is logged and the
+ * server starts without leases.
  *
  * When a server starts serving (a clean start, after crash recovery, at
  * promotion), every lease that was live at the last moment its state is
  * known to have held counts as renewed then: expires_at = now + its ttl,
  * as etcd extends leases on a leader change; a lease already lapsed at
- * that moment is gone.  That moment is the newest of: the file's (the
- * time of its snapshot, or at a stop the time of the stop), the newest
- * record's, the last transaction replayed, and on a standby the last
- * message from its primary.  The keeper does this as soon as recovery has
- * ended; every lease function and grant-path check that finds the table
- * not yet serving does it first.
+ * that moment ends.  That moment is the newest of: the file's (the time of
+ * its last write, or at a stop the time of the stop), the newest record's,
+ * the last transaction replayed, and on a standby the last message from
+ * its primary.  The keeper does this as soon as recovery has ended; every
+ * lease function and grant-path check that finds the table not yet
+ * serving does it first.
  *
  * On the primary the keeper also notes each lapse when it happens (counted
- * in fencing.stats, written to WAL so that standbys learn the moment, and
- * to the file) and drops entries whose lock-delay has ended.
+ * in fencing.stats, written to WAL so that standbys learn the moment) and
+ * drops the entries whose lock-delay has ended, the soonest first from
+ * the table's heaps, without a pass over the table.
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -87,12 +95,17 @@ PGDLLEXPORT void fencing_lease_keeper_main(Datum main_arg);
 #define LEASE_FILE			"fencing.leases"
 #define LEASE_FILE_TMP		"fencing.leases.tmp"
 #define LEASE_FILE_MAGIC	0x464E4C53	/* "FNLS" */
-#define LEASE_FILE_VERSION	1
+#define LEASE_FILE_VERSION	2
+#define LEASE_SLOT_USED		0x55534544	/* "USED" */
 
 /* The keeper's pace: files at least this far apart, and its idle sleeps. */
 #define LEASE_FILE_INTERVAL_MS		20
 #define LEASE_RECOVERY_POLL_MS		250
 #define LEASE_KEEPER_MAX_SLEEP_MS	10000
+
+/* Slots copied under the lock at a time, and ends noted per lock hold. */
+#define LEASE_FLUSH_CHUNK			256
+#define LEASE_SWEEP_CHUNK			1024
 
 /*
  * A record: the change's number and moment, then the lease up to its name,
@@ -108,8 +121,35 @@ typedef struct xl_fencing_lease
 
 #define SizeOfLeaseRecordHeader	offsetof(xl_fencing_lease, lease.name)
 
-/* The file: this header, then count LeaseData. */
+/*
+ * The file: this header in the first LEASE_FILE_HEADER_BYTES, then
+ * capacity slots, slot i the state of entry i.  seq is the highest change
+ * number the file has seen, last_known the moment of its last write.
+ */
 typedef struct LeaseFileHeader
+{
+	uint32		magic;
+	uint32		version;
+	uint32		capacity;
+	uint32		slot_size;
+	uint64		seq;
+	TimestampTz last_known;
+	pg_crc32c	crc;			/* of the header up to crc */
+} LeaseFileHeader;
+
+#define LEASE_FILE_HEADER_BYTES	512
+
+/* A slot: used or free, the number of its last change, the lease. */
+typedef struct LeaseFileSlot
+{
+	uint32		state;			/* LEASE_SLOT_USED, else free */
+	pg_crc32c	crc;			/* of everything after it */
+	uint64		seq;
+	LeaseData	data;
+} LeaseFileSlot;
+
+/* The file of 1.2: a header and the entries in use, rewritten whole. */
+typedef struct LeaseFileHeaderV1
 {
 	uint32		magic;
 	uint32		version;
@@ -118,10 +158,11 @@ typedef struct LeaseFileHeader
 	uint64		seq;
 	TimestampTz last_known;
 	pg_crc32c	crc;			/* of the entries, then the header up to crc */
-} LeaseFileHeader;
+} LeaseFileHeaderV1;
 
 static void lease_postmaster_exit(int code, Datum arg);
 static void lease_keeper_exit(int code, Datum arg);
+static void lease_flush_exit(int code, Datum arg);
 static const char *lease_identify(uint8 info);
 static const char *lease_check_record(XLogReaderState *record);
 static void lease_redo(XLogReaderState *record);
@@ -165,28 +206,29 @@ fencing_lease_store_init(void)
  */
 
 /*
- * Number a change and write its record; the caller holds the table's lock
- * exclusively and is on a primary, and calls fencing_lease_changed() once
- * it let go of the lock.
+ * Number a change and write its record; returns the number, which the
+ * caller stores with the entry (fencing_lease_put or _remove).  The caller
+ * holds the table's lock exclusively and is on a primary, and calls
+ * fencing_lease_changed() once it let go of the lock.
  *
  * The record needs no flush at the end of the caller's transaction: the
- * keeper asks the WAL writer for it when it next writes the file.  So the
- * transaction's own end of WAL (XactLastRecEnd) is put back as it was, and
- * a transaction that wrote nothing else ends as if it had written no WAL
- * (asking the WAL writer at every commit to flush, and waking it for every
- * page, would cost a lease as much as the rest of its work).  A
- * transaction that goes on writing moves XactLastRecEnd past the record
- * anyway.
+ * keeper flushes it before it writes the entry's slot, and whoever is
+ * told a lease ended has it flushed first.  So the transaction's own end
+ * of WAL (XactLastRecEnd) is put back as it was, and a transaction that
+ * wrote nothing else ends as if it had written no WAL (asking the WAL
+ * writer at every commit to flush would cost a lease as much as the rest
+ * of its work).  A transaction that goes on writing moves XactLastRecEnd
+ * past the record anyway.
  */
-void
+uint64
 fencing_lease_log(uint8 info, const LeaseData *data, TimestampTz at)
 {
+	LeaseTable *table = fencing_lease_table;
 	xl_fencing_lease rec;
 	XLogRecPtr	xact_last_rec_end = XactLastRecEnd;
+	uint32		bucket = fencing_lease_bucket(data->dboid, data->key);
 
-	fencing_lease_table->seq++;
-	fencing_lease_table->changes++;
-	rec.seq = fencing_lease_table->seq;
+	rec.seq = ++table->seq;
 	rec.at = at;
 	memcpy(&rec.lease, data, offsetof(LeaseData, name));
 
@@ -196,14 +238,17 @@ fencing_lease_log(uint8 info, const LeaseData *data, TimestampTz at)
 	XLogRegisterData((char *) data->name, data->namelen);
 	if (data->holderlen > 0)
 		XLogRegisterData((char *) data->holder, data->holderlen);
-	fencing_lease_table->last_lsn = XLogInsert(FENCING_RMGR_ID, info);
+	table->last_lsn = XLogInsert(FENCING_RMGR_ID, info);
 	XactLastRecEnd = xact_last_rec_end;
+
+	table->bucket_seq[bucket] = rec.seq;
+	table->bucket_lsn[bucket] = table->last_lsn;
+	return rec.seq;
 }
 
 /*
- * After a change: wake the keeper to write the file (and have the WAL
- * writer flush the record), unless an earlier change since its last write
- * already did.
+ * After a change: wake the keeper to write the file, unless an earlier
+ * change since its last write already did.
  */
 void
 fencing_lease_changed(void)
@@ -246,6 +291,8 @@ lease_check_record(XLogReaderState *record)
 	if (rec.lease.token < 1)
 		return psprintf("Its token " INT64_FORMAT " was never issued.",
 						rec.lease.token);
+	if ((rec.lease.flags & ~LEASE_FLAGS_KNOWN) != 0)
+		return psprintf("Its flags 0x%02x are not a lease's.", rec.lease.flags);
 	return NULL;
 }
 
@@ -262,79 +309,67 @@ lease_record_read(XLogReaderState *record, xl_fencing_lease *rec)
 	data += rec->lease.namelen;
 	if (rec->lease.holderlen > 0)
 		memcpy(rec->lease.holder, data, rec->lease.holderlen);
+	/* a broken lease of 1.2 carries no end: a break is one */
+	if (rec->lease.flags & LEASE_FLAG_BROKEN)
+		rec->lease.flags |= LEASE_FLAG_ENDED;
 }
 
 /*
- * A standby whose table is full meets a new lease: drop the entries that
- * had lapsed or were broken by the record's moment.  If none had (this
- * server's fencing.max_leases is below the primary's), drop the one that
- * expires soonest, and say so.  Exclusive lock held.
+ * A standby whose table is full meets a new lease: drop an ended entry, or
+ * if none is (this server's fencing.max_leases is below the primary's) the
+ * live one that expires soonest, and say so.  Exclusive lock held.
  */
 static void
-lease_redo_make_room(TimestampTz at)
+lease_redo_make_room(uint64 seq)
 {
-	int			soonest = 0;
-	int			i = 0;
-	bool		dropped = false;
+	int			entry = fencing_lease_heap_top(LEASE_HEAP_ENDED);
 
-	while (i < fencing_lease_table->count)
+	if (entry < 0)
 	{
-		const LeaseData *d = &fencing_lease_entries[i].data;
-
-		if (d->broken || d->expires_at <= at)
-		{
-			fencing_lease_remove(i);
-			dropped = true;
-			continue;
-		}
-		if (d->expires_at < fencing_lease_entries[soonest].data.expires_at)
-			soonest = i;
-		i++;
+		entry = fencing_lease_heap_top(LEASE_HEAP_LIVE);
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("fencing lease \"%.*s\" is dropped: the lease table of this server is full",
+						(int) fencing_lease_entries[entry].data.namelen,
+						fencing_lease_entries[entry].data.name),
+				 errdetail("All %d entries of fencing.max_leases hold leases the primary still holds.",
+						   fencing_lease_table->capacity),
+				 errhint("Set fencing.max_leases on this server to at least the primary's value (it takes effect at server restart).")));
 	}
-	if (dropped)
-		return;
-	ereport(WARNING,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("fencing lease \"%.*s\" is dropped: the lease table of this server is full",
-					(int) fencing_lease_entries[soonest].data.namelen,
-					fencing_lease_entries[soonest].data.name),
-			 errdetail("All %d entries of fencing.max_leases hold leases the primary still holds.",
-					   fencing_lease_table->capacity),
-			 errhint("Set fencing.max_leases on this server to at least the primary's value (it takes effect at server restart).")));
-	fencing_lease_remove(soonest);
+	fencing_lease_remove(entry, seq);
 }
 
 /*
  * Redo a lease record, on a standby or in crash recovery: apply it unless
- * the state file already reflects it.
+ * the entry already holds a later change (from the state file).
  */
 static void
 lease_redo(XLogReaderState *record)
 {
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	LeaseTable *table = fencing_lease_table;
 	xl_fencing_lease rec;
+	int			i;
 
 	lease_record_read(record, &rec);
 
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	if (rec.seq > fencing_lease_table->seq)
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	if (rec.seq > table->seq)
+		table->seq = rec.seq;
+	if (rec.at > table->last_known)
+		table->last_known = rec.at;
+	i = fencing_lease_find(rec.lease.dboid, rec.lease.key);
+	if (i >= 0 && fencing_lease_entries[i].seq >= rec.seq)
+		;						/* the entry is newer */
+	else if (info == XLOG_FENCING_LEASE_PUT)
 	{
-		int			i = fencing_lease_find(rec.lease.dboid, rec.lease.key);
-
-		fencing_lease_table->seq = rec.seq;
-		fencing_lease_table->changes++;
-		if (rec.at > fencing_lease_table->last_known)
-			fencing_lease_table->last_known = rec.at;
-		if (info == XLOG_FENCING_LEASE_PUT)
-		{
-			if (i < 0 && fencing_lease_table->count >= fencing_lease_table->capacity)
-				lease_redo_make_room(rec.at);
-			(void) fencing_lease_put(i, &rec.lease);
-		}
-		else if (i >= 0 && fencing_lease_entries[i].data.token == rec.lease.token)
-			fencing_lease_remove(i);
+		if (i < 0 && table->nfree == 0)
+			lease_redo_make_room(rec.seq);
+		(void) fencing_lease_put(i, &rec.lease, rec.seq);
 	}
-	LWLockRelease(fencing_lease_table->lock);
+	else if (i >= 0 && fencing_lease_entries[i].data.token == rec.lease.token)
+		fencing_lease_remove(i, rec.seq);
+	LWLockRelease(table->lock);
 
 	fencing_lease_changed();
 }
@@ -349,11 +384,12 @@ lease_desc(StringInfo buf, XLogReaderState *record)
 	xl_fencing_lease rec;
 
 	lease_record_read(record, &rec);
-	appendStringInfo(buf, "seq " UINT64_FORMAT " lease \"%.*s\" database %u token " INT64_FORMAT " expires %s%s",
+	appendStringInfo(buf, "seq " UINT64_FORMAT " lease \"%.*s\" database %u token " INT64_FORMAT " expires %s%s%s",
 					 rec.seq, (int) rec.lease.namelen, rec.lease.name,
 					 rec.lease.dboid, rec.lease.token,
 					 timestamptz_to_str(rec.lease.expires_at),
-					 rec.lease.broken ? " broken" : "");
+					 (rec.lease.flags & LEASE_FLAG_ENDED) ? " ended" : "",
+					 (rec.lease.flags & LEASE_FLAG_BROKEN) ? " broken" : "");
 }
 
 /* Name a lease record type; NULL for a code that is not a lease's. */
@@ -371,56 +407,86 @@ lease_identify(uint8 info)
 }
 
 /*
- * Lapses.
+ * Ends.
  */
 
 /*
- * Note the lapse of every lease whose ttl has passed (counted once, with
- * the delay it starts, and logged so that a standby learns the moment) and
- * drop the entries that are gone.  Exclusive lock held; on a primary only.
- * Returns the soonest moment at which an entry changes state again, or 0.
+ * Note the end of entry's lease at now, once: it lapsed (now is at or past
+ * its expiry), and no renewal, use or start of service takes it back.
+ * Counted, with the delay it starts, and written to WAL so that standbys
+ * learn it.  Exclusive lock held; on a primary only.  A break notes its
+ * own end.
  */
-TimestampTz
-fencing_lease_sweep(TimestampTz now)
+void
+fencing_lease_note_end(int entry, TimestampTz now)
 {
-	TimestampTz next = 0;
-	int			lapsed = 0;
-	int			i = 0;
+	LeaseData	data = fencing_lease_entries[entry].data;
 
 	Assert(!RecoveryInProgress());
-	while (i < fencing_lease_table->count)
-	{
-		Lease	   *lease = &fencing_lease_entries[i];
-		TimestampTz until;
-		LeaseState	state = fencing_lease_state(lease, now, &until);
+	if (fencing_lease_ended(&data))
+		return;
+	data.flags |= LEASE_FLAG_ENDED;
+	(void) fencing_lease_put(entry, &data,
+							 fencing_lease_log(XLOG_FENCING_LEASE_PUT, &data, now));
+	fencing_stat_add(FENCING_STAT_LEASES_LAPSED, 1);
+	if (fencing_lock_delay_ms() > 0)
+		fencing_stat_add(FENCING_STAT_DELAYS_STARTED, 1);
+}
 
-		if (state != LEASE_LIVE && !lease->lapse_noted)
-		{
-			fencing_lease_note_lapse(lease);
-			fencing_lease_table->changes++;
-			if (!lease->data.broken)
-			{
-				fencing_lease_log(XLOG_FENCING_LEASE_PUT, &lease->data, now);
-				lapsed++;
-			}
-		}
-		if (state == LEASE_GONE)
-		{
-			fencing_lease_remove(i);
-			fencing_lease_table->changes++;
-			continue;
-		}
-		if (next == 0 || until < next)
-			next = until;
-		i++;
-	}
-	if (lapsed > 0)
+/*
+ * Note the end of up to limit leases whose ttl has passed, the soonest
+ * first, and drop up to limit entries whose lock-delay is over.  Returns
+ * how many it did of either; the caller may let go of the lock and call
+ * again.  Exclusive lock held; on a primary only.
+ */
+int
+fencing_lease_lapse_due(TimestampTz now, int limit)
+{
+	int			done = 0;
+	int			delay_ms = fencing_lock_delay_ms();
+	int			e;
+
+	while (done < limit && (e = fencing_lease_heap_top(LEASE_HEAP_LIVE)) >= 0 &&
+		   fencing_lease_entries[e].data.expires_at <= now)
 	{
-		fencing_stat_add(FENCING_STAT_LEASES_LAPSED, lapsed);
-		if (fencing_lock_delay_ms() > 0)
-			fencing_stat_add(FENCING_STAT_DELAYS_STARTED, lapsed);
+		fencing_lease_note_end(e, now);
+		done++;
 	}
-	return next;
+	while (done < limit && (e = fencing_lease_heap_top(LEASE_HEAP_ENDED)) >= 0 &&
+		   TimestampTzPlusMilliseconds(fencing_lease_entries[e].data.expires_at,
+									   delay_ms) <= now)
+	{
+		LeaseData	data = fencing_lease_entries[e].data;
+
+		fencing_lease_remove(e, fencing_lease_log(XLOG_FENCING_LEASE_DROP,
+												  &data, now));
+		done++;
+	}
+	return done;
+}
+
+/*
+ * The soonest moment after now at which an entry changes state (a lapse,
+ * the end of a delay), or 0 when none will.  Lock held.
+ */
+TimestampTz
+fencing_lease_next_event(TimestampTz now)
+{
+	int			live = fencing_lease_heap_top(LEASE_HEAP_LIVE);
+	int			ended = fencing_lease_heap_top(LEASE_HEAP_ENDED);
+	TimestampTz next = 0;
+
+	if (live >= 0)
+		next = fencing_lease_entries[live].data.expires_at;
+	if (ended >= 0)
+	{
+		TimestampTz gone = TimestampTzPlusMilliseconds(fencing_lease_entries[ended].data.expires_at,
+													   fencing_lock_delay_ms());
+
+		if (next == 0 || gone < next)
+			next = gone;
+	}
+	return next == 0 ? 0 : Max(next, now);
 }
 
 /*
@@ -451,52 +517,75 @@ lease_last_heard(void)
 }
 
 /*
+ * The entries in use, as a palloc'd array of entry numbers (*count set):
+ * the two heaps hold them all.  Lock held.
+ */
+static int *
+lease_entries_in_use(int *count)
+{
+	int		   *entries = palloc(sizeof(int) * Max(fencing_lease_table->count, 1));
+	int			heap;
+	int			pos;
+	int			e;
+
+	*count = 0;
+	for (heap = LEASE_HEAP_LIVE; heap <= LEASE_HEAP_ENDED; heap++)
+		for (pos = 0; (e = fencing_lease_heap_entry(heap, pos)) >= 0; pos++)
+			entries[(*count)++] = e;
+	return entries;
+}
+
+/*
  * The server has just started serving: every lease live at the last known
  * moment is renewed from now for its ttl (a live holder could not renew
  * while no server ran), the others have ended.  An ended lease whose
- * lock-delay still runs stays in the table, for the keeper's sweep to note
- * its lapse; only those whose delay is over are dropped.
+ * lock-delay still runs stays in the table; those whose delay is over are
+ * dropped.
  */
 static void
 lease_start_serving(void)
 {
+	LeaseTable *table = fencing_lease_table;
 	TimestampTz heard = lease_last_heard();
 	TimestampTz now = GetCurrentTimestamp();
+	int			delay_ms = fencing_lock_delay_ms();
+	int		   *entries;
+	int			count;
 	int			kept = 0;
 	int			ended = 0;
-	int			i = 0;
+	int			i;
 
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	if (fencing_lease_table->serving)
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	if (table->serving)
 	{
-		LWLockRelease(fencing_lease_table->lock);
+		LWLockRelease(table->lock);
 		return;
 	}
-	heard = Max(heard, fencing_lease_table->last_known);
-	while (i < fencing_lease_table->count)
+	heard = Max(heard, table->last_known);
+	entries = lease_entries_in_use(&count);
+	for (i = 0; i < count; i++)
 	{
-		LeaseData	data = fencing_lease_entries[i].data;
-		TimestampTz until;
+		int			e = entries[i];
+		LeaseData	data = fencing_lease_entries[e].data;
 
-		if (data.broken || data.expires_at <= heard)
+		if (fencing_lease_ended(&data) || data.expires_at <= heard)
 		{
 			ended++;
-			if (fencing_lease_state(&fencing_lease_entries[i], now, &until) == LEASE_GONE)
-				fencing_lease_remove(i);
-			else
-				i++;
+			fencing_lease_note_end(e, now);
+			if (TimestampTzPlusMilliseconds(data.expires_at, delay_ms) <= now)
+				fencing_lease_remove(e, fencing_lease_log(XLOG_FENCING_LEASE_DROP,
+														  &data, now));
 			continue;
 		}
 		data.renewed_at = now;
 		data.expires_at = TimestampTzPlusMilliseconds(now, data.span_ms);
-		(void) fencing_lease_put(i, &data);
-		fencing_lease_log(XLOG_FENCING_LEASE_PUT, &data, now);
+		(void) fencing_lease_put(e, &data,
+								 fencing_lease_log(XLOG_FENCING_LEASE_PUT, &data, now));
 		kept++;
-		i++;
 	}
-	fencing_lease_table->serving = true;
-	fencing_lease_table->changes++;
-	LWLockRelease(fencing_lease_table->lock);
+	table->serving = true;
+	LWLockRelease(table->lock);
+	pfree(entries);
 
 	fencing_lease_changed();
 	if (kept + ended > 0)
@@ -523,58 +612,305 @@ fencing_lease_ensure_serving(void)
  * The state file.
  */
 
-/* The CRC of a file's entries and header. */
+/* The offset of slot i in the file. */
+static inline off_t
+lease_slot_offset(int i)
+{
+	return (off_t) LEASE_FILE_HEADER_BYTES + (off_t) i * sizeof(LeaseFileSlot);
+}
+
+/* The CRC of a header up to its crc field. */
 static pg_crc32c
-lease_file_crc(const LeaseFileHeader *header, const LeaseData *entries)
+lease_header_crc(const LeaseFileHeader *header)
 {
 	pg_crc32c	crc;
 
 	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, entries, mul_size(header->count, sizeof(LeaseData)));
 	COMP_CRC32C(crc, header, offsetof(LeaseFileHeader, crc));
 	FIN_CRC32C(crc);
 	return crc;
 }
 
-/*
- * Write the file: a temporary file, fsynced, then durable_rename.  A
- * failure is logged; the last good file stays.
- */
+/* The CRC of a slot after its crc field. */
+static pg_crc32c
+lease_slot_crc(const LeaseFileSlot *slot)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &slot->seq, sizeof(LeaseFileSlot) - offsetof(LeaseFileSlot, seq));
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/* Fill in a slot for an entry as it is (in use or free). */
 static void
-lease_file_write(const LeaseData *entries, int count, uint64 seq,
-				 TimestampTz last_known)
+lease_slot_fill(LeaseFileSlot *slot, const Lease *lease)
+{
+	memset(slot, 0, sizeof(*slot));
+	slot->seq = lease->seq;
+	if (lease->in_use)
+	{
+		slot->state = LEASE_SLOT_USED;
+		slot->data = lease->data;
+	}
+	slot->crc = lease_slot_crc(slot);
+}
+
+/* A header of this server's table. */
+static void
+lease_header_fill(LeaseFileHeader *header, uint64 seq, TimestampTz last_known)
+{
+	memset(header, 0, sizeof(*header));
+	header->magic = LEASE_FILE_MAGIC;
+	header->version = LEASE_FILE_VERSION;
+	header->capacity = fencing_lease_table->capacity;
+	header->slot_size = sizeof(LeaseFileSlot);
+	header->seq = seq;
+	header->last_known = last_known;
+	header->crc = lease_header_crc(header);
+}
+
+/* Write len bytes at offset, or report at elevel; whether it went. */
+static bool
+lease_file_pwrite(int fd, const void *buf, size_t len, off_t offset, int elevel)
+{
+	errno = 0;
+	if (pg_pwrite(fd, buf, len, offset) == (ssize_t) len)
+		return true;
+	if (errno == 0)
+		errno = ENOSPC;
+	ereport(elevel,
+			(errcode_for_file_access(),
+			 errmsg("could not write file \"%s\": %m", LEASE_FILE),
+			 errdetail("The fencing lease changes not yet in it are only in WAL.")));
+	return false;
+}
+
+/* Open the file for writing its slots, or report at elevel. */
+static int
+lease_file_open(int elevel)
+{
+	int			fd = OpenTransientFile(LEASE_FILE, O_RDWR | O_CREAT | PG_BINARY);
+
+	if (fd < 0)
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", LEASE_FILE),
+				 errdetail("The fencing lease changes not yet in it are only in WAL.")));
+	return fd;
+}
+
+/* Write the header and fsync the file; whether it went. */
+static bool
+lease_file_finish(int fd, uint64 seq, TimestampTz last_known, int elevel)
 {
 	LeaseFileHeader header;
-	Size		size = mul_size(count, sizeof(LeaseData));
-	int			fd;
 
-	memset(&header, 0, sizeof(header));
-	header.magic = LEASE_FILE_MAGIC;
-	header.version = LEASE_FILE_VERSION;
-	header.count = count;
-	header.entry_size = sizeof(LeaseData);
-	header.seq = seq;
-	header.last_known = last_known;
-	header.crc = lease_file_crc(&header, entries);
-
-	fd = OpenTransientFile(LEASE_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0 ||
-		write(fd, &header, sizeof(header)) != sizeof(header) ||
-		(size > 0 && write(fd, entries, size) != (ssize_t) size) ||
-		pg_fsync(fd) != 0)
+	lease_header_fill(&header, seq, last_known);
+	if (!lease_file_pwrite(fd, &header, sizeof(header), 0, elevel))
+		return false;
+	if (pg_fdatasync(fd) != 0)
 	{
-		ereport(LOG,
+		ereport(data_sync_elevel(elevel),
 				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", LEASE_FILE_TMP),
-				 errdetail("\"%s\" keeps its previous content; the fencing lease changes since are only in WAL.",
-						   LEASE_FILE)));
-		if (fd >= 0)
-			CloseTransientFile(fd);
-		return;
+				 errmsg("could not fsync file \"%s\": %m", LEASE_FILE)));
+		return false;
 	}
-	CloseTransientFile(fd);
-	(void) durable_rename(LEASE_FILE_TMP, LEASE_FILE, LOG);
+	return true;
 }
+
+/*
+ * The moment up to which the table is known to hold: now once the server
+ * serves (it has been watching the clock), else the newest moment learnt.
+ */
+static TimestampTz
+lease_known_moment(void)
+{
+	return fencing_lease_table->serving ? GetCurrentTimestamp() : fencing_lease_table->last_known;
+}
+
+/*
+ * Write to the file every entry that was dirty when this began, and fsync:
+ * then every change up to the number read at the start is on disk, which
+ * file_seq says.  WAL is flushed up to the records of what each slot gets
+ * before it gets it.  The caller holds the right to write the file
+ * (lease_flush_begin).  On a failure, reported at elevel, the entries not
+ * written stay dirty; returns whether it went.
+ */
+static bool
+lease_file_flush(int elevel)
+{
+	LeaseTable *table = fencing_lease_table;
+	LeaseFileSlot *slots = palloc(sizeof(LeaseFileSlot) * LEASE_FLUSH_CHUNK);
+	int			entries[LEASE_FLUSH_CHUNK];
+	TimestampTz heard = RecoveryInProgress() ? lease_last_heard() : 0;
+	TimestampTz known;
+	uint64		seq;
+	int			todo;
+	int			fd;
+	bool		ok = true;
+
+	if ((fd = lease_file_open(elevel)) < 0)
+	{
+		pfree(slots);
+		return false;
+	}
+	LWLockAcquire(table->lock, LW_SHARED);
+	todo = table->dirty_count;
+	seq = table->seq;
+	known = Max(lease_known_moment(), heard);
+	LWLockRelease(table->lock);
+
+	while (ok && todo > 0)
+	{
+		XLogRecPtr	lsn;
+		int			n = 0;
+		int			j;
+
+		LWLockAcquire(table->lock, LW_EXCLUSIVE);
+		while (n < Min(todo, LEASE_FLUSH_CHUNK) &&
+			   (entries[n] = fencing_lease_dirty_pop()) >= 0)
+		{
+			lease_slot_fill(&slots[n], &fencing_lease_entries[entries[n]]);
+			n++;
+		}
+		lsn = table->last_lsn;
+		LWLockRelease(table->lock);
+		if (n == 0)
+			break;
+		todo -= n;
+
+		if (!RecoveryInProgress() && !XLogRecPtrIsInvalid(lsn))
+			XLogFlush(lsn);
+		for (j = 0; ok && j < n; j++)
+			ok = lease_file_pwrite(fd, &slots[j], sizeof(LeaseFileSlot),
+								   lease_slot_offset(entries[j]), elevel);
+		if (!ok)
+		{
+			/* what did not reach the file waits in the ring again */
+			LWLockAcquire(table->lock, LW_EXCLUSIVE);
+			for (j = 0; j < n; j++)
+				fencing_lease_dirty_again(entries[j]);
+			LWLockRelease(table->lock);
+		}
+	}
+	ok = ok && lease_file_finish(fd, seq, known, elevel);
+	CloseTransientFile(fd);
+	pfree(slots);
+	if (ok && seq > pg_atomic_read_u64(&table->file_seq))
+		pg_atomic_write_u64(&table->file_seq, seq);
+	return ok;
+}
+
+/*
+ * The right to write the file, one process at a time.  Not an LWLock: a
+ * writer may wait for disks, and those waiting for it must stay
+ * interruptible.  A process that dies with it gives it back on its way
+ * out (lease_flush_exit); a crash resets shared memory.
+ */
+static bool
+lease_flush_begin(void)
+{
+	static bool exit_callback = false;
+	uint32		free_mark = 0;
+
+	if (!exit_callback)
+	{
+		before_shmem_exit(lease_flush_exit, (Datum) 0);
+		exit_callback = true;
+	}
+	return pg_atomic_compare_exchange_u32(&fencing_lease_table->flushing,
+										  &free_mark, (uint32) MyProcPid);
+}
+
+static void
+lease_flush_end(void)
+{
+	pg_atomic_write_u32(&fencing_lease_table->flushing, 0);
+	ConditionVariableBroadcast(&fencing_lease_table->flushed);
+}
+
+/* On the way out: give back the right to write the file if we hold it. */
+static void
+lease_flush_exit(int code, Datum arg)
+{
+	if (fencing_lease_table != NULL &&
+		pg_atomic_read_u32(&fencing_lease_table->flushing) == (uint32) MyProcPid)
+		lease_flush_end();
+}
+
+/*
+ * A backend writes the file itself, holding the right to: a failure is
+ * its ERROR, and the right goes back either way.
+ */
+static pg_noinline void
+lease_flush_or_raise(void)
+{
+	PG_TRY();
+	{
+		(void) lease_file_flush(ERROR);
+	}
+	PG_CATCH();
+	{
+		lease_flush_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	lease_flush_end();
+}
+
+/*
+ * What must be durable before a caller tells anyone about the lease on
+ * (database, key): every change of its filter bucket so far.  Lock held.
+ */
+void
+fencing_lease_durable_of(Oid dboid, int64 key, LeaseDurable *d)
+{
+	uint32		bucket = fencing_lease_bucket(dboid, key);
+
+	d->seq = fencing_lease_table->bucket_seq[bucket];
+	d->lsn = fencing_lease_table->bucket_lsn[bucket];
+}
+
+/*
+ * Make the changes d names durable, before the caller tells anyone that a
+ * lease ended: in the state file on disk (written here if the keeper has
+ * not yet), WAL flushed, and confirmed by the synchronous standbys, so
+ * that no restart, crash restart or promotion to a synchronous standby
+ * finds the lease live again.  Waits are interruptible.  Lock not held.
+ */
+void
+fencing_lease_make_durable(const LeaseDurable *d)
+{
+	LeaseTable *table = fencing_lease_table;
+
+	if (pg_atomic_read_u64(&table->file_seq) < d->seq)
+	{
+		ConditionVariablePrepareToSleep(&table->flushed);
+		while (pg_atomic_read_u64(&table->file_seq) < d->seq)
+		{
+			if (lease_flush_begin())
+			{
+				lease_flush_or_raise();
+				continue;
+			}
+			(void) ConditionVariableTimedSleep(&table->flushed, 1000,
+											   PG_WAIT_EXTENSION);
+		}
+		ConditionVariableCancelSleep();
+	}
+	if (!XLogRecPtrIsInvalid(d->lsn))
+	{
+		XLogFlush(d->lsn);
+		fencing_wait_for_sync_standbys(d->lsn, "the end of a fencing lease",
+									   "The caller was not told that the lease ended.");
+	}
+}
+
+/*
+ * Reading the file at start.
+ */
 
 /* A damaged file loses its leases, but must not keep the server from starting. */
 static void
@@ -593,87 +929,223 @@ lease_file_entry_valid(const LeaseData *d)
 {
 	return d->namelen >= 1 && d->namelen <= FENCING_NAME_MAX_BYTES &&
 		d->holderlen >= -1 && d->holderlen <= FENCING_LEASE_HOLDER_MAX_BYTES &&
-		d->token >= 1 && d->span_ms >= 1;
+		d->token >= 1 && d->span_ms >= 1 &&
+		(d->flags & ~LEASE_FLAGS_KNOWN) == 0;
 }
 
 /*
- * Fill the new table from the file, in the postmaster before anyone uses
- * it.  The file stays: until the keeper writes a new one, it is what a
- * crash would start from.
+ * Read exactly len bytes at offset; false at a short read (the caller
+ * says what is damaged).
+ */
+static bool
+lease_file_pread(int fd, void *buf, size_t len, off_t offset)
+{
+	return pg_pread(fd, buf, len, offset) == (ssize_t) len;
+}
+
+/*
+ * Put a lease read from the file into the new table: in entry, its slot,
+ * when the file has this table's capacity (every slot its own entry), else
+ * (entry -1) in any free entry; false when there is no room.
+ */
+static bool
+lease_file_load(int entry, const LeaseData *data, uint64 seq)
+{
+	LeaseData	d = *data;
+
+	if (d.flags & LEASE_FLAG_BROKEN)
+		d.flags |= LEASE_FLAG_ENDED;
+	if (fencing_lease_find(d.dboid, d.key) >= 0)
+		return true;			/* a duplicate: the first one stands */
+	if (entry >= 0)
+		fencing_lease_load_at(entry, &d, seq);
+	else if (fencing_lease_table->nfree > 0)
+		(void) fencing_lease_put(-1, &d, seq);
+	else
+		return false;
+	return true;
+}
+
+/*
+ * The slots of a file of this version; whether every entry went back to
+ * its own slot (else the file must be written anew).  *dropped counts
+ * those that found no room.
+ */
+static bool
+lease_file_read_slots(int fd, const LeaseFileHeader *header, int *dropped)
+{
+	LeaseFileSlot *slots = palloc(sizeof(LeaseFileSlot) * LEASE_FLUSH_CHUNK);
+	bool		in_place = header->capacity == (uint32) fencing_lease_table->capacity;
+	uint32		first;
+	int			bad = 0;
+
+	for (first = 0; first < header->capacity; first += LEASE_FLUSH_CHUNK)
+	{
+		int			n = Min(LEASE_FLUSH_CHUNK, header->capacity - first);
+		ssize_t		got = pg_pread(fd, slots, sizeof(LeaseFileSlot) * n,
+								   lease_slot_offset(first));
+		int			j;
+
+		/* slots past the end were never written: free */
+		n = got > 0 ? got / sizeof(LeaseFileSlot) : 0;
+		for (j = 0; j < n; j++)
+		{
+			LeaseFileSlot *slot = &slots[j];
+
+			if (slot->seq > fencing_lease_table->seq)
+				fencing_lease_table->seq = slot->seq;
+			if (slot->state != LEASE_SLOT_USED)
+				continue;
+			if (!EQ_CRC32C(lease_slot_crc(slot), slot->crc) ||
+				!lease_file_entry_valid(&slot->data))
+			{
+				bad++;
+				continue;
+			}
+			if (!lease_file_load(in_place ? (int) (first + j) : -1,
+								 &slot->data, slot->seq))
+				(*dropped)++;
+		}
+		if (n < Min(LEASE_FLUSH_CHUNK, (int) (header->capacity - first)))
+			break;
+	}
+	pfree(slots);
+	if (bad > 0)
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("%d slots of the fencing lease file \"%s\" are damaged; their leases are ignored",
+						bad, LEASE_FILE),
+				 errhint("Holders of those leases get FN004 at their next renewal and must acquire them again.")));
+	return in_place;
+}
+
+/*
+ * The entries of a file of 1.2 (a header and the entries in use, with a
+ * CRC over all of them).  Always written anew in this version's form.
  */
 static void
-lease_file_read(void)
+lease_file_read_v1(int fd, int *dropped)
 {
-	LeaseFileHeader header;
+	LeaseFileHeaderV1 header;
 	LeaseData  *entries;
 	Size		size;
-	int			fd;
+	pg_crc32c	crc;
 	uint32		i;
-	int			dropped = 0;
 
-	fd = OpenTransientFile(LEASE_FILE, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-	{
-		if (errno != ENOENT)
-			ereport(WARNING,
-					(errcode_for_file_access(),
-					 errmsg("could not open file \"%s\": %m", LEASE_FILE),
-					 errdetail("Fencing leases from before the restart are ignored.")));
-		return;
-	}
-	if (read(fd, &header, sizeof(header)) != sizeof(header))
-	{
-		CloseTransientFile(fd);
-		lease_file_damaged("The file is shorter than its header.");
-		return;
-	}
-	if (header.magic != LEASE_FILE_MAGIC || header.version != LEASE_FILE_VERSION ||
+	if (!lease_file_pread(fd, &header, sizeof(header), 0) ||
 		header.entry_size != sizeof(LeaseData) ||
 		header.count > (uint32) MaxAllocSize / sizeof(LeaseData))
 	{
-		CloseTransientFile(fd);
-		lease_file_damaged(psprintf("Its header (magic 0x%08X, version %u, %u entries of %u bytes) is not one this server writes.",
-									header.magic, header.version,
-									header.count, header.entry_size));
+		lease_file_damaged("Its header is not one of fencing 1.2.");
 		return;
 	}
 	size = mul_size(header.count, sizeof(LeaseData));
 	entries = palloc(Max(size, 1));
-	if (read(fd, entries, size) != (ssize_t) size)
+	if (!lease_file_pread(fd, entries, size, sizeof(header)))
 	{
-		CloseTransientFile(fd);
 		lease_file_damaged("The file is shorter than its entries.");
 		return;
 	}
-	CloseTransientFile(fd);
-	if (!EQ_CRC32C(lease_file_crc(&header, entries), header.crc))
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, entries, size);
+	COMP_CRC32C(crc, &header, offsetof(LeaseFileHeaderV1, crc));
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, header.crc))
 	{
 		lease_file_damaged("Its checksum does not match its content.");
 		return;
 	}
-
 	for (i = 0; i < header.count; i++)
-	{
-		int			e;
-
-		if (!lease_file_entry_valid(&entries[i]))
-			continue;
-		e = fencing_lease_find(entries[i].dboid, entries[i].key);
-		if (e < 0 && fencing_lease_table->count >= fencing_lease_table->capacity)
-		{
-			dropped++;
-			continue;
-		}
-		(void) fencing_lease_put(e, &entries[i]);
-	}
-	fencing_lease_table->seq = header.seq;
+		if (lease_file_entry_valid(&entries[i]) &&
+			!lease_file_load(-1, &entries[i], header.seq))
+			(*dropped)++;
+	fencing_lease_table->seq = Max(fencing_lease_table->seq, header.seq);
 	fencing_lease_table->last_known = header.last_known;
 	pfree(entries);
+}
+
+/*
+ * Fill the new table from the file; whether the file holds the table as
+ * it is now, slot by slot (else it is to be written anew).
+ */
+static bool
+lease_file_read(void)
+{
+	LeaseFileHeader header;
+	int			dropped = 0;
+	bool		in_place = false;
+	int			fd;
+
+	fd = OpenTransientFile(LEASE_FILE, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			return true;		/* the first write creates it */
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", LEASE_FILE),
+				 errdetail("Fencing leases from before the restart are ignored.")));
+		return false;
+	}
+	if (!lease_file_pread(fd, &header, sizeof(header), 0))
+		lease_file_damaged("The file is shorter than its header.");
+	else if (header.magic == LEASE_FILE_MAGIC && header.version == 1)
+		lease_file_read_v1(fd, &dropped);
+	else if (header.magic != LEASE_FILE_MAGIC ||
+			 header.version != LEASE_FILE_VERSION ||
+			 header.slot_size != sizeof(LeaseFileSlot) ||
+			 header.capacity > 1000000 ||
+			 !EQ_CRC32C(lease_header_crc(&header), header.crc))
+		lease_file_damaged(psprintf("Its header (magic 0x%08X, version %u, %u slots of %u bytes) is not one this server writes.",
+									header.magic, header.version,
+									header.capacity, header.slot_size));
+	else
+	{
+		fencing_lease_table->seq = header.seq;
+		fencing_lease_table->last_known = header.last_known;
+		in_place = lease_file_read_slots(fd, &header, &dropped);
+	}
+	CloseTransientFile(fd);
 	if (dropped > 0)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("%d fencing leases from before the restart do not fit in fencing.max_leases (%d) and are dropped",
 						dropped, fencing_lease_table->capacity)));
+	return in_place;
+}
+
+/*
+ * Write the whole file anew from the table: a temporary file, fsynced,
+ * then durable_rename.  At start, when the file does not hold the table
+ * slot by slot.  A failure is logged; the old file stays.
+ */
+static void
+lease_file_write_all(void)
+{
+	LeaseFileSlot slot;
+	int			fd;
+	int			i;
+	bool		ok = true;
+
+	fd = OpenTransientFile(LEASE_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", LEASE_FILE_TMP)));
+		return;
+	}
+	for (i = 0; ok && i < fencing_lease_table->capacity; i++)
+		if (fencing_lease_entries[i].in_use)
+		{
+			lease_slot_fill(&slot, &fencing_lease_entries[i]);
+			ok = lease_file_pwrite(fd, &slot, sizeof(slot), lease_slot_offset(i), LOG);
+		}
+	ok = ok && lease_file_finish(fd, fencing_lease_table->seq,
+								 fencing_lease_table->last_known, LOG);
+	CloseTransientFile(fd);
+	if (ok)
+		(void) durable_rename(LEASE_FILE_TMP, LEASE_FILE, LOG);
 }
 
 /*
@@ -684,86 +1156,58 @@ lease_file_read(void)
 void
 fencing_lease_store_startup(void)
 {
-	lease_file_read();
+	if (!lease_file_read())
+		lease_file_write_all();
+	fencing_lease_loaded();
+	pg_atomic_write_u64(&fencing_lease_table->file_seq, fencing_lease_table->seq);
 	on_shmem_exit(lease_postmaster_exit, (Datum) 0);
-}
-
-/*
- * The moment up to which the table is known to hold: now once the server
- * serves (it has been watching the clock), else the newest moment learnt.
- */
-static TimestampTz
-lease_known_moment(void)
-{
-	return fencing_lease_table->serving ? GetCurrentTimestamp() : fencing_lease_table->last_known;
 }
 
 /*
  * The postmaster lets go of the segment, at a stop (every mode) and at a
  * crash restart: no backend runs, but one that died may have left the lock
  * held or an entry half written, so copy without the lock and skip such
- * entries.
+ * entries.  Every dirty entry is written; all of them when a process died
+ * writing the file (the entries it had taken out of the ring may not have
+ * reached it).
  */
 static void
 lease_postmaster_exit(int code, Datum arg)
 {
-	int			count = Min(fencing_lease_table->count, fencing_lease_table->capacity);
-	LeaseData  *copy = MemoryContextAlloc(TopMemoryContext,
-										  sizeof(LeaseData) * Max(count, 1));
-	int			n = 0;
+	LeaseTable *table = fencing_lease_table;
+	bool		all = pg_atomic_read_u32(&table->flushing) != 0;
+	LeaseFileSlot slot;
+	int			fd;
 	int			i;
+	bool		ok = true;
 
-	for (i = 0; i < count; i++)
+	if ((fd = lease_file_open(LOG)) < 0)
+		return;
+	for (i = 0; ok && i < table->capacity; i++)
 	{
 		Lease	   *lease = &fencing_lease_entries[i];
+		Lease		copy;
 		uint32		before = lease->changecount;
 
+		if (!all && !lease->dirty)
+			continue;
 		pg_read_barrier();
-		copy[n] = lease->data;
+		copy = *lease;
 		pg_read_barrier();
-		if ((before & 1) == 0 && before == lease->changecount &&
-			lease_file_entry_valid(&copy[n]))
-			n++;
+		if ((before & 1) != 0 || before != lease->changecount ||
+			(copy.in_use && !lease_file_entry_valid(&copy.data)))
+			continue;
+		lease_slot_fill(&slot, &copy);
+		ok = lease_file_pwrite(fd, &slot, sizeof(slot), lease_slot_offset(i), LOG);
 	}
-	lease_file_write(copy, n, fencing_lease_table->seq, lease_known_moment());
-	pfree(copy);
+	if (ok)
+		(void) lease_file_finish(fd, table->seq, lease_known_moment(), LOG);
+	CloseTransientFile(fd);
 }
 
 /*
  * The keeper.
  */
-
-/*
- * Copy the table under the lock and write the file; returns the change
- * count the file reflects.
- */
-static uint64
-lease_keeper_write(LeaseData *copy)
-{
-	TimestampTz heard = RecoveryInProgress() ? lease_last_heard() : 0;
-	TimestampTz known;
-	XLogRecPtr	last_lsn;
-	uint64		changes;
-	uint64		seq;
-	int			count;
-	int			i;
-
-	LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
-	count = fencing_lease_table->count;
-	for (i = 0; i < count; i++)
-		copy[i] = fencing_lease_entries[i].data;
-	seq = fencing_lease_table->seq;
-	changes = fencing_lease_table->changes;
-	known = Max(lease_known_moment(), heard);
-	last_lsn = fencing_lease_table->last_lsn;
-	LWLockRelease(fencing_lease_table->lock);
-
-	/* the records of these changes reach disk with the WAL writer's next flush */
-	if (!XLogRecPtrIsInvalid(last_lsn) && !RecoveryInProgress())
-		XLogSetAsyncXactLSN(last_lsn);
-	lease_file_write(copy, count, seq, known);
-	return changes;
-}
 
 /* The keeper exits: nobody is to set its latch any more. */
 static void
@@ -776,45 +1220,55 @@ lease_keeper_exit(int code, Datum arg)
 
 /*
  * On a primary: the start of service if it has not happened, lapses noted
- * and gone entries dropped.  Returns when an entry next changes state (0:
- * none).
+ * and gone entries dropped, a chunk per hold of the lock.  Returns when an
+ * entry next changes state (0: none).
  */
 static TimestampTz
 lease_keeper_sweep(void)
 {
+	TimestampTz now;
 	TimestampTz next;
+	int			done;
 
 	fencing_lease_ensure_serving();
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	next = fencing_lease_sweep(GetCurrentTimestamp());
-	LWLockRelease(fencing_lease_table->lock);
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		now = GetCurrentTimestamp();
+		LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
+		done = fencing_lease_lapse_due(now, LEASE_SWEEP_CHUNK);
+		next = fencing_lease_next_event(now);
+		LWLockRelease(fencing_lease_table->lock);
+	} while (done == LEASE_SWEEP_CHUNK);
 	return next;
 }
 
+/* The keeper's write of the file, unless a backend is writing it already. */
+static void
+lease_keeper_write(void)
+{
+	if (!lease_flush_begin())
+		return;
+	(void) lease_file_flush(LOG);
+	lease_flush_end();
+}
+
 /*
- * Main of the "fencing lease keeper": writes the file soon after changes,
- * at most once every LEASE_FILE_INTERVAL_MS, and on a primary serves the
- * table and sweeps it when a lease lapses or a delay ends.  While a write
- * is pending, keeper_wanted stays set, so changes meanwhile do not wake
- * it; it is cleared just before the table is copied, so that a change
- * after the copy wakes the keeper again.  A stop needs no last write here:
- * the postmaster writes the file once every process has gone.
+ * Main of the "fencing lease keeper": writes the changed entries to the
+ * file soon after they change, at most once every LEASE_FILE_INTERVAL_MS,
+ * and on a primary serves the table and sweeps it when a lease lapses or
+ * a delay ends.  A stop needs no last write here: the postmaster writes
+ * the file once every process has gone.
  */
 void
 fencing_lease_keeper_main(Datum main_arg)
 {
-	LeaseData  *copy;
-	uint64		written = 0;
-	uint64		swept = 0;
 	TimestampTz last_write = 0;
-	TimestampTz next_sweep = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 
-	copy = MemoryContextAlloc(TopMemoryContext,
-							  sizeof(LeaseData) * fencing_lease_table->capacity);
 	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
 	fencing_lease_table->keeper_latch = MyLatch;
 	LWLockRelease(fencing_lease_table->lock);
@@ -832,40 +1286,38 @@ fencing_lease_keeper_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/*
+		 * From here on, the first change sets the latch again: also one the
+		 * write below does not see, and one after a backend wrote the file
+		 * (fencing_lease_make_durable) and left the keeper nothing to do.
+		 */
+		pg_atomic_write_u32(&fencing_lease_table->keeper_wanted, 0);
+		pg_memory_barrier();
+
 		now = GetCurrentTimestamp();
 		if (RecoveryInProgress())
 			wake = TimestampTzPlusMilliseconds(now, LEASE_RECOVERY_POLL_MS);
 		else
 		{
-			if (now >= next_sweep || fencing_lease_table->changes != swept)
-			{
-				next_sweep = lease_keeper_sweep();
-				if (next_sweep == 0)
-					next_sweep = TimestampTzPlusMilliseconds(now, LEASE_KEEPER_MAX_SLEEP_MS);
-				swept = fencing_lease_table->changes;
-			}
-			wake = next_sweep;
+			wake = lease_keeper_sweep();
+			if (wake == 0)
+				wake = TimestampTzPlusMilliseconds(now, LEASE_KEEPER_MAX_SLEEP_MS);
 		}
 
-		if (fencing_lease_table->changes == written)
-		{
-			pg_atomic_write_u32(&fencing_lease_table->keeper_wanted, 0);
-			pg_memory_barrier();
-		}
-		if (fencing_lease_table->changes != written)
+		/* a hint read without the lock: the write looks again under it */
+		if (fencing_lease_table->dirty_count > 0)
 		{
 			TimestampTz due = TimestampTzPlusMilliseconds(last_write,
 														  LEASE_FILE_INTERVAL_MS);
 
 			if (now >= due)
 			{
-				pg_atomic_write_u32(&fencing_lease_table->keeper_wanted, 0);
-				pg_memory_barrier();
-				written = lease_keeper_write(copy);
+				lease_keeper_write();
 				last_write = now;
 				due = TimestampTzPlusMilliseconds(now, LEASE_FILE_INTERVAL_MS);
 			}
-			wake = Min(wake, due);
+			if (fencing_lease_table->dirty_count > 0)
+				wake = Min(wake, due);
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -32,13 +32,29 @@
  * table keeps a filter of counters by hash of (database, key), and only a
  * non-zero counter takes the table's lock, shared, to look the key up.
  *
- * Expiry (LL2) is measured on the server's clock only and is lazy: whoever
- * looks at an entry whose expires_at has passed treats it as lapsed.  The
- * entry stays as the name's lock-delay (LL6) until expires_at +
- * fencing.lock_delay, then it is garbage, dropped by the keeper
- * (lease_store.c) or by the next acquisition of the name.  A break sets
- * expires_at to the moment of the break, so it starts the delay too; a
- * release drops the entry, so it does not.
+ * Decisions (LL1').  Every decision about an entry is taken under the
+ * table's lock held exclusively, on the entry as it is then, with the
+ * clock read after the lock is held: an acquisition looks again at the
+ * entry it replaces, so that a renewal that came in between wins, and a
+ * renewal that comes after the expiry finds it passed.
+ *
+ * Expiry (LL2) is measured on the server's clock only.  The first to see
+ * an entry whose expires_at has passed (the keeper, a renewal, an
+ * acquisition, the start of service) notes its end, once (LEASE_FLAG_ENDED,
+ * counted, written to WAL); an ended lease is never held again.  The entry
+ * stays as the name's lock-delay (LL6) until expires_at +
+ * fencing.lock_delay, then the keeper, or the next acquisition of the
+ * name, drops it.  A break ends the lease with expires_at the moment of
+ * the break, so it starts the delay too; a release drops the entry, so it
+ * does not.  Before a caller is told that a lease ended (FN004, the token
+ * of a break, a delay cleared), the end is made durable (LL2',
+ * lease_store.c).
+ *
+ * Accounting (LL7').  The table is shared by every role of every
+ * database; a role (the session user that acquires) may hold at most
+ * fencing.max_leases_per_role entries, its lapsed leases under their
+ * lock-delay included, so that one role cannot take the table from the
+ * others.  Superusers are not counted against it.
  *
  * Waiting does not poll: a waiter sleeps on a condition variable of the
  * name's filter bucket, with a timeout at the lease's expiry (or the end
@@ -48,7 +64,8 @@
  *
  * Every change is a WAL record (lease_store.c) written without a flush,
  * and no function here assigns a transaction id; use_lease() raises the
- * resource fence, which is a write.
+ * resource fence, which is a write, and renews only once everything else
+ * it does has succeeded (LL9).
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -86,6 +103,9 @@ PG_FUNCTION_INFO_V1(fencing_lease_rows);
 
 /* GUC fencing.max_leases */
 static int	max_leases = 1024;
+
+/* GUC fencing.max_leases_per_role: -1 for a quarter of fencing.max_leases */
+static int	max_leases_per_role = -1;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -140,6 +160,16 @@ fencing_leases_init(void)
 							16,
 							100000,
 							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("fencing.max_leases_per_role",
+							"Number of leases one role can hold at once, cluster-wide.",
+							"Each lease a role holds, and each of its lapsed or broken leases still keeping its name under a lock-delay, counts; superusers are not limited. -1 allows a quarter of fencing.max_leases.",
+							&max_leases_per_role,
+							-1,
+							-1,
+							100000,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 
@@ -216,8 +246,8 @@ fencing_lease_until(int64 key, const char *name, int namelen)
 	int			i;
 
 	fencing_lease_ensure_serving();
-	now = GetCurrentTimestamp();
 	LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
+	now = GetCurrentTimestamp();
 	i = fencing_lease_find(MyDatabaseId, key);
 	if (i >= 0 &&
 		fencing_lease_state(&fencing_lease_entries[i], now, &until) != LEASE_GONE &&
@@ -264,43 +294,55 @@ fencing_lease_sleep(int64 key, const char *name, int namelen,
  * For fencing.clear_lock_delays() (delay.c), an operator's call: end
  * the lock-delays that lapsed and broken leases left on the name with this
  * key in this database, or with every on each name of this database, and
- * wake their waiters.  Returns how many ended.
+ * wake their waiters.  Each end is a drop in WAL and in the file, durable
+ * before the call returns, so that no restart brings a cleared delay back.
+ * Returns how many ended.
  */
 static int
 lease_clear_delays(bool every, int64 key)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	int64		woken[LEASE_CV_COUNT];
-	int			nwoken = 0;
-	int			cleared = 0;
-	int			i = 0;
+	LeaseTable *table = fencing_lease_table;
+	int		   *delayed;
+	int			ndelayed = 0;
+	LeaseDurable durable;
+	TimestampTz now;
+	int			e;
+	int			pos;
+	int			i;
 
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	while (i < fencing_lease_table->count)
+	fencing_lease_ensure_serving();
+	LWLockAcquire(table->lock, LW_EXCLUSIVE);
+	now = GetCurrentTimestamp();
+	delayed = palloc(sizeof(int) * Max(table->heap_count[LEASE_HEAP_ENDED], 1));
+	for (pos = 0; (e = fencing_lease_heap_entry(LEASE_HEAP_ENDED, pos)) >= 0; pos++)
 	{
-		Lease	   *lease = &fencing_lease_entries[i];
 		TimestampTz until;
 
-		if (lease->data.dboid == MyDatabaseId &&
-			(every || lease->data.key == key) &&
-			fencing_lease_state(lease, now, &until) == LEASE_DELAYED)
-		{
-			if (nwoken < LEASE_CV_COUNT)
-				woken[nwoken++] = lease->data.key;
-			fencing_lease_remove(i);
-			fencing_lease_table->changes++;
-			cleared++;
-			continue;
-		}
-		i++;
+		if (fencing_lease_entries[e].data.dboid == MyDatabaseId &&
+			(every || fencing_lease_entries[e].data.key == key) &&
+			fencing_lease_state(&fencing_lease_entries[e], now, &until) == LEASE_DELAYED)
+			delayed[ndelayed++] = e;
 	}
-	LWLockRelease(fencing_lease_table->lock);
+	/* each drop moves entries in the heap: drop after the whole look */
+	for (i = 0; i < ndelayed; i++)
+	{
+		LeaseData	data = fencing_lease_entries[delayed[i]].data;
 
-	if (cleared > 0)
+		fencing_lease_remove(delayed[i],
+							 fencing_lease_log(XLOG_FENCING_LEASE_DROP, &data, now));
+		ConditionVariableBroadcast(fencing_lease_cv(MyDatabaseId, data.key));
+	}
+	durable.seq = table->seq;
+	durable.lsn = table->last_lsn;
+	LWLockRelease(table->lock);
+
+	if (ndelayed > 0)
+	{
 		fencing_lease_changed();
-	for (i = 0; i < nwoken; i++)
-		ConditionVariableBroadcast(fencing_lease_cv(MyDatabaseId, woken[i]));
-	return cleared;
+		fencing_lease_make_durable(&durable);
+	}
+	pfree(delayed);
+	return ndelayed;
 }
 
 /*
@@ -386,6 +428,20 @@ refuse_own_lock(const LeaseRequest *req)
 }
 
 /*
+ * Take the table's lock in mode, then read the clock, then find the
+ * entry of the caller's name (-1: none): every decision about an entry is
+ * taken on the state seen under the lock, at a moment read once the lock
+ * is held, so that nothing decided elsewhere in between is missed.
+ */
+static int
+lease_lock_and_find(const LeaseRequest *req, LWLockMode mode, TimestampTz *now)
+{
+	LWLockAcquire(fencing_lease_table->lock, mode);
+	*now = GetCurrentTimestamp();
+	return fencing_lease_find(MyDatabaseId, req->key);
+}
+
+/*
  * FN004: the caller's lease is gone.  Its holder must stop.
  */
 static void
@@ -426,7 +482,9 @@ lease_lost(const LeaseRequest *req, int64 token, const LeaseLoss *loss)
  * the caller?  Tokens count up and are no secret, so the token alone does
  * not make the caller the holder: the lease must have been acquired by the
  * caller's session user, or the caller be a superuser (an operator who
- * means to take a lease away breaks it).  When not, *loss says why.
+ * means to take a lease away breaks it).  The role is compared first, so
+ * that another role learns nothing of the token.  When not held, *loss
+ * says why.
  */
 static bool
 lease_held(int i, const LeaseRequest *req, int64 token, TimestampTz now,
@@ -434,34 +492,37 @@ lease_held(int i, const LeaseRequest *req, int64 token, TimestampTz now,
 {
 	const Lease *lease;
 	TimestampTz until;
+	bool		gone;
 
 	loss->reason = LEASE_NOT_HELD;
 	if (i < 0)
 		return false;
 	lease = &fencing_lease_entries[i];
+	gone = fencing_lease_state(lease, now, &until) == LEASE_GONE;
 	if (!lease_named(&lease->data, req->name, req->namelen))
 	{
-		if (fencing_lease_state(lease, now, &until) == LEASE_GONE)
+		if (gone)
 			return false;
 		loss->reason = LEASE_OTHER_NAME;
 		loss->namelen = lease->data.namelen;
 		memcpy(loss->name, lease->data.name, loss->namelen);
 		return false;
 	}
+	if (lease->data.roleid != req->caller && !req->caller_is_superuser)
+	{
+		if (!gone)
+			loss->reason = LEASE_OTHER_ROLE;
+		return false;
+	}
 	if (lease->data.token != token)
 	{
-		if (fencing_lease_state(lease, now, &until) != LEASE_GONE)
+		if (!gone)
 			loss->reason = LEASE_OTHER_TOKEN;
 		return false;
 	}
-	if (lease->data.roleid != req->caller && !req->caller_is_superuser)
-	{
-		loss->reason = LEASE_OTHER_ROLE;
-		return false;
-	}
-	if (lease->data.broken)
+	if (lease->data.flags & LEASE_FLAG_BROKEN)
 		loss->reason = LEASE_BROKEN;
-	else if (now >= lease->data.expires_at)
+	else if (fencing_lease_ended(&lease->data) || now >= lease->data.expires_at)
 		loss->reason = LEASE_EXPIRED;
 	else
 	{
@@ -472,13 +533,29 @@ lease_held(int i, const LeaseRequest *req, int64 token, TimestampTz now,
 	return false;
 }
 
-/* Raise what lease_held() found, after the lock is released. */
+/*
+ * The caller holds the table's lock exclusively and found the lease not
+ * held with token (*loss says why): note the end of a lease found past
+ * its expiry, let go of the lock, make what it saw durable, and raise the
+ * error.  Another role's lease is nothing the caller may be told about,
+ * so that answer waits for nothing.
+ */
 static void
-lease_report(const LeaseRequest *req, int64 token, const LeaseLoss *loss)
+lease_refuse(int i, const LeaseRequest *req, int64 token, LeaseLoss *loss)
 {
+	LeaseDurable durable;
+
+	if (loss->reason == LEASE_EXPIRED)
+		fencing_lease_note_end(i, GetCurrentTimestamp());
+	fencing_lease_durable_of(MyDatabaseId, req->key, &durable);
+	LWLockRelease(fencing_lease_table->lock);
+	fencing_lease_changed();
+
 	if (loss->reason == LEASE_OTHER_NAME)
 		lease_collision(req->name, req->namelen, loss->name, loss->namelen,
 						req->key);
+	if (loss->reason != LEASE_OTHER_ROLE)
+		fencing_lease_make_durable(&durable);
 	lease_lost(req, token, loss);
 }
 
@@ -523,68 +600,57 @@ lease_wait_over(bool wait, TimestampTz deadline)
 }
 
 /*
- * Make room for a new entry in a full table: drop what is gone.  Whether
- * there is room now.  Exclusive lock held.
+ * Make room for a new entry in a full table: note the lapses that are
+ * due and drop the entries whose delay is over, the soonest first.
+ * Whether there is room now.  Exclusive lock held.
  */
 static bool
 lease_make_room(TimestampTz now)
 {
-	if (fencing_lease_table->count < fencing_lease_table->capacity)
-		return true;
-	(void) fencing_lease_sweep(now);
-	return fencing_lease_table->count < fencing_lease_table->capacity;
+	while (fencing_lease_table->nfree == 0 &&
+		   fencing_lease_lapse_due(now, 64) > 0)
+		;
+	return fencing_lease_table->nfree > 0;
+}
+
+/* The most entries a role may have: fencing.max_leases_per_role in force. */
+static int
+lease_role_limit(void)
+{
+	if (max_leases_per_role < 0)
+		return Max(fencing_lease_table->capacity / 4, 1);
+	return max_leases_per_role;
 }
 
 /*
- * Store a lease in entry i (-1: a new entry), write its record, let go of
- * the table's lock (held exclusively by the caller) and count the change.
+ * Refuse a new lease that finds no room: the table full, or the caller's
+ * role at its limit (those of other roles are not touched).  i is the
+ * entry the lease would replace (-1: a new one).  Exclusive lock held; it
+ * is let go of before the error.
  */
 static void
-lease_store(int i, const LeaseData *data, TimestampTz now, FencingStat stat)
+lease_check_room(const LeaseRequest *req, int i, TimestampTz now)
 {
-	(void) fencing_lease_put(i, data);
-	fencing_lease_log(XLOG_FENCING_LEASE_PUT, data, now);
-	LWLockRelease(fencing_lease_table->lock);
-	fencing_lease_changed();
-	fencing_stat_add(stat, 1);
-}
+	int			held;
+	int			limit;
 
-/*
- * Enter the new lease, under the name's core lock, which the caller holds
- * and which showed no lease or delay on the name; returns the token.
- */
-static int64
-lease_insert(const LeaseRequest *req, int ttl_ms, const char *holder,
-			 int holderlen)
-{
-	LeaseData	data;
-	TimestampTz now;
-	int			i;
-
-	memset(&data, 0, sizeof(data));
-	data.token = fencing_issue_token();
-	now = GetCurrentTimestamp();
-	data.dboid = MyDatabaseId;
-	data.roleid = GetSessionUserId();
-	data.key = req->key;
-	data.ttl_ms = ttl_ms;
-	data.span_ms = ttl_ms;
-	data.acquired_at = now;
-	data.renewed_at = now;
-	data.expires_at = TimestampTzPlusMilliseconds(now, ttl_ms);
-	data.namelen = (uint8) req->namelen;
-	memcpy(data.name, req->name, req->namelen);
-	data.holderlen = (int16) holderlen;
-	if (holderlen > 0)
-		memcpy(data.holder, holder, holderlen);
-
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	i = fencing_lease_find(MyDatabaseId, req->key);
-	if (i >= 0)
+	if (!req->caller_is_superuser)
 	{
-		/* a gone entry of the name's last lease: note its lapse first */
-		(void) fencing_lease_sweep(now);
-		i = fencing_lease_find(MyDatabaseId, req->key);
+		held = fencing_lease_role_count(req->caller);
+		if (i >= 0 && fencing_lease_entries[i].data.roleid == req->caller)
+			held--;
+		limit = lease_role_limit();
+		if (held >= limit)
+		{
+			LWLockRelease(fencing_lease_table->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("role \"%s\" holds too many fencing leases",
+							GetUserNameFromId(req->caller, false)),
+					 errdetail("It holds %d entries of the lease table, and fencing.max_leases_per_role allows %d; a lapsed or broken lease takes its entry until its lock-delay ends. No lease was taken.",
+							   held, limit),
+					 errhint("Release leases that are no longer needed, or raise fencing.max_leases_per_role.")));
+		}
 	}
 	if (i < 0 && !lease_make_room(now))
 	{
@@ -596,8 +662,76 @@ lease_insert(const LeaseRequest *req, int ttl_ms, const char *holder,
 						   fencing_lease_table->capacity),
 				 errhint("Release leases that are no longer needed, or raise fencing.max_leases (it takes effect at server restart).")));
 	}
+}
+
+/*
+ * Store a lease in entry i (-1: a new entry), write its record, let go of
+ * the table's lock (held exclusively by the caller) and count the change.
+ */
+static void
+lease_store(int i, const LeaseData *data, TimestampTz now, FencingStat stat)
+{
+	(void) fencing_lease_put(i, data,
+							 fencing_lease_log(XLOG_FENCING_LEASE_PUT, data, now));
+	LWLockRelease(fencing_lease_table->lock);
+	fencing_lease_changed();
+	fencing_stat_add(stat, 1);
+}
+
+/* A new lease's data, acquired at now with the given token. */
+static void
+lease_new_data(LeaseData *data, const LeaseRequest *req, int64 token,
+			   int ttl_ms, TimestampTz now, const char *holder, int holderlen)
+{
+	memset(data, 0, sizeof(*data));
+	data->token = token;
+	data->dboid = MyDatabaseId;
+	data->roleid = req->caller;
+	data->key = req->key;
+	data->ttl_ms = ttl_ms;
+	data->span_ms = ttl_ms;
+	data->acquired_at = now;
+	data->renewed_at = now;
+	data->expires_at = TimestampTzPlusMilliseconds(now, ttl_ms);
+	data->namelen = (uint8) req->namelen;
+	memcpy(data->name, req->name, req->namelen);
+	data->holderlen = (int16) holderlen;
+	if (holderlen > 0)
+		memcpy(data->holder, holder, holderlen);
+}
+
+/*
+ * Enter the new lease, under the name's core lock, which the caller holds
+ * and which showed no lease or delay on the name.  The table's entry of
+ * the name is looked at again under the table's lock: a renewal or a
+ * break may have come in between.  Returns the token, or 0 when the name
+ * is leased after all.
+ */
+static int64
+lease_insert(const LeaseRequest *req, int ttl_ms, const char *holder,
+			 int holderlen)
+{
+	LeaseData	data;
+	TimestampTz now;
+	TimestampTz until;
+	int64		token = fencing_issue_token();
+	int			i;
+
+	i = lease_lock_and_find(req, LW_EXCLUSIVE, &now);
+	if (i >= 0)
+	{
+		if (fencing_lease_state(&fencing_lease_entries[i], now, &until) != LEASE_GONE)
+		{
+			LWLockRelease(fencing_lease_table->lock);
+			return 0;
+		}
+		/* the name's last lease is over: count its lapse before it goes */
+		fencing_lease_note_end(i, now);
+	}
+	lease_check_room(req, i, now);
+	lease_new_data(&data, req, token, ttl_ms, now, holder, holderlen);
 	lease_store(i, &data, now, FENCING_STAT_LEASES_ACQUIRED);
-	return data.token;
+	return token;
 }
 
 /*
@@ -613,7 +747,7 @@ lease_take(const LeaseRequest *req, int ttl_ms, const char *holder,
 	{
 		TimestampTz delayed;
 		TimestampTz leased = 0;
-		int64		token;
+		int64		token = 0;
 
 		CHECK_FOR_INTERRUPTS();
 		if (!lease_core_lock(req, wait, deadline))
@@ -630,12 +764,10 @@ lease_take(const LeaseRequest *req, int ttl_ms, const char *holder,
 		else
 			fencing_stat_add(FENCING_STAT_DELAYED_REFUSALS, 1);
 		if (delayed == 0 && leased == 0)
-		{
 			token = lease_insert(req, ttl_ms, holder, holderlen);
-			LockRelease(&req->tag, ExclusiveLock, false);
-			return token;
-		}
 		LockRelease(&req->tag, ExclusiveLock, false);
+		if (token != 0)
+			return token;
 
 		if (lease_wait_over(wait, deadline))
 			return 0;
@@ -659,7 +791,7 @@ fencing_acquire_lease(PG_FUNCTION_ARGS)
 	char		holder[FENCING_LEASE_HOLDER_MAX_BYTES];
 	int			holderlen;
 	int			ttl_ms;
-	bool		wait = !PG_ARGISNULL(2);
+	bool		wait = PG_NARGS() > 2 && !PG_ARGISNULL(2);
 	int64		timeout_ms;
 	TimestampTz deadline = 0;
 	int64		token;
@@ -675,7 +807,7 @@ fencing_acquire_lease(PG_FUNCTION_ARGS)
 	/* NULL: no wait; 'infinity' and the like: a wait with no bound */
 	if (wait && fencing_timeout_arg(fcinfo, 2, &timeout_ms))
 		deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	holderlen = lease_holder_arg(fcinfo, 3, holder);
+	holderlen = PG_NARGS() > 3 ? lease_holder_arg(fcinfo, 3, holder) : -1;
 	refuse_own_lock(&req);
 	fencing_lease_ensure_serving();
 
@@ -700,14 +832,9 @@ lease_renew(const LeaseRequest *req, int64 token, int ttl_ms, int *span_ms)
 	int			i;
 
 	fencing_lease_ensure_serving();
-	now = GetCurrentTimestamp();
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	i = fencing_lease_find(MyDatabaseId, req->key);
+	i = lease_lock_and_find(req, LW_EXCLUSIVE, &now);
 	if (!lease_held(i, req, token, now, &loss))
-	{
-		LWLockRelease(fencing_lease_table->lock);
-		lease_report(req, token, &loss);
-	}
+		lease_refuse(i, req, token, &loss);
 	data = fencing_lease_entries[i].data;
 	data.span_ms = ttl_ms > 0 ? ttl_ms : data.ttl_ms;
 	data.renewed_at = now;
@@ -719,9 +846,9 @@ lease_renew(const LeaseRequest *req, int64 token, int ttl_ms, int *span_ms)
 
 /*
  * SQL: fencing.renew_lease(name, token, ttl).  The lease held with token
- * lasts ttl (NULL: the ttl it was taken with) from now; returns the new
- * expiry.  FN004 when it is not held with token, also when it lapsed and
- * nobody took the name since (no resurrection).
+ * lasts ttl (NULL or left out: the ttl it was taken with) from now;
+ * returns the new expiry.  FN004 when it is not held with token, also
+ * when it lapsed and nobody took the name since (no resurrection).
  */
 Datum
 fencing_renew_lease(PG_FUNCTION_ARGS)
@@ -733,28 +860,63 @@ fencing_renew_lease(PG_FUNCTION_ARGS)
 	fencing_error_if_standby("fencing.renew_lease()");
 	lease_request(&req, fcinfo);
 	token = lease_token_arg(fcinfo, 1);
-	if (!PG_ARGISNULL(2))
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		ttl_ms = fencing_ttl_arg_ms(PG_GETARG_INTERVAL_P(2));
 	PG_RETURN_TIMESTAMPTZ(lease_renew(&req, token, ttl_ms, &ttl_ms));
 }
 
 /*
- * For fencing.use_lease() (fence/use_lease.c), which renews before it
- * raises the resource fence: the lease on the name argument (argument 0)
- * held with the token argument (argument 1, returned in *token) lasts its
- * own ttl from now; FN004 when it is not held with that token.  Returns
- * that ttl in milliseconds, the longest the holder may now stay idle.
+ * For fencing.use_lease() (fence/use_lease.c), before anything else it
+ * does: FN004 unless the lease on the name argument (argument 0) is held
+ * with the token argument (argument 1, returned in *token).  Changes
+ * nothing while it is held (the renewal comes last,
+ * fencing_lease_renew_for_use), and returns the ttl the renewal will
+ * give, the longest the holder may stay idle.
  */
 int
-fencing_lease_renew_for_use(FunctionCallInfo fcinfo, int64 *token)
+fencing_lease_check_for_use(FunctionCallInfo fcinfo, int64 *token)
+{
+	LeaseRequest req;
+	LeaseLoss	loss;
+	TimestampTz now;
+	int			ttl_ms;
+	int			i;
+
+	lease_request(&req, fcinfo);
+	*token = lease_token_arg(fcinfo, 1);
+	fencing_lease_ensure_serving();
+
+	i = lease_lock_and_find(&req, LW_SHARED, &now);
+	if (lease_held(i, &req, *token, now, &loss))
+	{
+		ttl_ms = fencing_lease_entries[i].data.ttl_ms;
+		LWLockRelease(fencing_lease_table->lock);
+		return ttl_ms;
+	}
+	LWLockRelease(fencing_lease_table->lock);
+
+	/* not held: decide and answer under the lock that writes */
+	i = lease_lock_and_find(&req, LW_EXCLUSIVE, &now);
+	if (!lease_held(i, &req, *token, now, &loss))
+		lease_refuse(i, &req, *token, &loss);
+	ttl_ms = fencing_lease_entries[i].data.ttl_ms;
+	LWLockRelease(fencing_lease_table->lock);
+	return ttl_ms;
+}
+
+/*
+ * For fencing.use_lease(), once the fence is raised and the token set:
+ * the lease lasts its own ttl from now.  FN004 when it ended meanwhile;
+ * the caller's transaction then aborts with all the rest.
+ */
+void
+fencing_lease_renew_for_use(FunctionCallInfo fcinfo)
 {
 	LeaseRequest req;
 	int			span_ms;
 
 	lease_request(&req, fcinfo);
-	*token = lease_token_arg(fcinfo, 1);
-	(void) lease_renew(&req, *token, 0, &span_ms);
-	return span_ms;
+	(void) lease_renew(&req, lease_token_arg(fcinfo, 1), 0, &span_ms);
 }
 
 /*
@@ -779,23 +941,22 @@ fencing_release_lease(PG_FUNCTION_ARGS)
 	token = lease_token_arg(fcinfo, 1);
 	fencing_lease_ensure_serving();
 
-	now = GetCurrentTimestamp();
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	i = fencing_lease_find(MyDatabaseId, req.key);
+	i = lease_lock_and_find(&req, LW_EXCLUSIVE, &now);
 	released = lease_held(i, &req, token, now, &loss);
 	if (released)
 	{
 		data = fencing_lease_entries[i].data;
-		fencing_lease_remove(i);
-		fencing_lease_log(XLOG_FENCING_LEASE_DROP, &data, now);
+		fencing_lease_remove(i, fencing_lease_log(XLOG_FENCING_LEASE_DROP, &data, now));
 	}
+	else if (loss.reason == LEASE_EXPIRED)
+		fencing_lease_note_end(i, now);
 	LWLockRelease(fencing_lease_table->lock);
+	fencing_lease_changed();
 
 	if (loss.reason == LEASE_OTHER_NAME)
-		lease_report(&req, token, &loss);
+		lease_collision(req.name, req.namelen, loss.name, loss.namelen, req.key);
 	if (released)
 	{
-		fencing_lease_changed();
 		ConditionVariableBroadcast(fencing_lease_cv(MyDatabaseId, req.key));
 		fencing_stat_add(FENCING_STAT_LEASES_RELEASED, 1);
 	}
@@ -805,14 +966,16 @@ fencing_release_lease(PG_FUNCTION_ARGS)
 /*
  * SQL: fencing.break_lease(name), revoked from PUBLIC.  An operator frees
  * the lease on name whatever its token, and gets that token (NULL: none
- * was held).  The name stays under its lock-delay from now, and the server
- * log says who broke which lease.
+ * was held).  The lease ends now: the name stays under its lock-delay
+ * from now, the end is durable before the token is returned, and the
+ * server log says who broke which lease.
  */
 Datum
 fencing_break_lease(PG_FUNCTION_ARGS)
 {
 	LeaseRequest req;
 	LeaseData	data;
+	LeaseDurable durable;
 	TimestampTz now;
 	TimestampTz until;
 	int			i;
@@ -821,9 +984,7 @@ fencing_break_lease(PG_FUNCTION_ARGS)
 	lease_request(&req, fcinfo);
 	fencing_lease_ensure_serving();
 
-	now = GetCurrentTimestamp();
-	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
-	i = fencing_lease_find(MyDatabaseId, req.key);
+	i = lease_lock_and_find(&req, LW_EXCLUSIVE, &now);
 	if (i < 0 || !lease_named(&fencing_lease_entries[i].data, req.name, req.namelen) ||
 		fencing_lease_state(&fencing_lease_entries[i], now, &until) != LEASE_LIVE)
 	{
@@ -831,13 +992,19 @@ fencing_break_lease(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	}
 	data = fencing_lease_entries[i].data;
-	data.broken = true;
+	data.flags |= LEASE_FLAG_BROKEN | LEASE_FLAG_ENDED;
 	data.expires_at = now;
-	lease_store(i, &data, now, FENCING_STAT_LEASES_BROKEN);
-
-	ConditionVariableBroadcast(fencing_lease_cv(MyDatabaseId, req.key));
+	(void) fencing_lease_put(i, &data,
+							 fencing_lease_log(XLOG_FENCING_LEASE_PUT, &data, now));
+	fencing_lease_durable_of(MyDatabaseId, req.key, &durable);
+	LWLockRelease(fencing_lease_table->lock);
+	fencing_lease_changed();
+	fencing_stat_add(FENCING_STAT_LEASES_BROKEN, 1);
 	if (fencing_lock_delay_ms() > 0)
 		fencing_stat_add(FENCING_STAT_DELAYS_STARTED, 1);
+
+	fencing_lease_make_durable(&durable);
+	ConditionVariableBroadcast(fencing_lease_cv(MyDatabaseId, req.key));
 	ereport(LOG,
 			(errmsg("fencing lease \"%s\" with token " INT64_FORMAT " was broken",
 					req.name, data.token),
@@ -866,39 +1033,44 @@ fencing_lease_snapshot(int *count)
 {
 	Oid			me = GetUserId();
 	bool		see_all = has_privs_of_role(me, ROLE_PG_READ_ALL_STATS);
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	FencingLeaseRow *rows;
+	int			heap;
+	int			pos;
+	int			e;
 	int			i;
 
 	*count = 0;
 	fencing_lease_ensure_serving();
 	LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
+	now = GetCurrentTimestamp();
 	rows = palloc(sizeof(FencingLeaseRow) * Max(fencing_lease_table->count, 1));
-	for (i = 0; i < fencing_lease_table->count; i++)
-	{
-		const Lease *lease = &fencing_lease_entries[i];
-		const LeaseData *d = &lease->data;
-		FencingLeaseRow *row = &rows[*count];
-		TimestampTz until;
-		LeaseState	state = fencing_lease_state(lease, now, &until);
+	for (heap = LEASE_HEAP_LIVE; heap <= LEASE_HEAP_ENDED; heap++)
+		for (pos = 0; (e = fencing_lease_heap_entry(heap, pos)) >= 0; pos++)
+		{
+			const Lease *lease = &fencing_lease_entries[e];
+			const LeaseData *d = &lease->data;
+			FencingLeaseRow *row = &rows[*count];
+			TimestampTz until;
+			LeaseState	state = fencing_lease_state(lease, now, &until);
 
-		if (state == LEASE_GONE)
-			continue;
-		row->dboid = d->dboid;
-		row->roleid = d->roleid;
-		row->key = d->key;
-		row->token = d->token;
-		row->acquired_at = d->acquired_at;
-		row->renewed_at = d->renewed_at;
-		row->expires_at = d->expires_at;
-		row->delayed_until = state == LEASE_DELAYED ? until : 0;
-		row->namelen = d->namelen;
-		memcpy(row->name, d->name, d->namelen);
-		row->holderlen = d->holderlen;
-		if (d->holderlen > 0)
-			memcpy(row->holder, d->holder, d->holderlen);
-		(*count)++;
-	}
+			if (state == LEASE_GONE)
+				continue;
+			row->dboid = d->dboid;
+			row->roleid = d->roleid;
+			row->key = d->key;
+			row->token = d->token;
+			row->acquired_at = d->acquired_at;
+			row->renewed_at = d->renewed_at;
+			row->expires_at = d->expires_at;
+			row->delayed_until = state == LEASE_DELAYED ? until : 0;
+			row->namelen = d->namelen;
+			memcpy(row->name, d->name, d->namelen);
+			row->holderlen = d->holderlen;
+			if (d->holderlen > 0)
+				memcpy(row->holder, d->holder, d->holderlen);
+			(*count)++;
+		}
 	LWLockRelease(fencing_lease_table->lock);
 
 	/* role membership is looked up in the catalogs: not under the lock */

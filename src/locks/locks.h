@@ -513,10 +513,16 @@ extern bool fencing_lock_wait_with_timeout(const LOCKTAG *tag,
 StaticAssertDecl(FENCING_LEASE_FILTER_SIZE % LEASE_CV_COUNT == 0,
 				 "every filter bucket maps to one condition variable");
 
+/* LeaseData.flags */
+#define LEASE_FLAG_BROKEN	0x01	/* broken by an operator */
+#define LEASE_FLAG_ENDED	0x02	/* its end was decided: never held again */
+#define LEASE_FLAGS_KNOWN	(LEASE_FLAG_BROKEN | LEASE_FLAG_ENDED)
+
 /*
- * What a lease is, as WAL records and the state file carry it.  A broken
- * lease keeps its entry, with expires_at the moment it was broken, for as
- * long as the lock-delay keeps its name from everyone.
+ * What a lease is, as WAL records and the state file carry it.  An ended
+ * lease (lapsed, or broken: then expires_at is the moment of the break)
+ * keeps its entry for as long as the lock-delay keeps its name from
+ * everyone.
  */
 typedef struct LeaseData
 {
@@ -529,42 +535,57 @@ typedef struct LeaseData
 	TimestampTz acquired_at;
 	TimestampTz renewed_at;
 	TimestampTz expires_at;
-	bool		broken;
+	uint8		flags;
 	uint8		namelen;
 	int16		holderlen;		/* -1: no holder given */
 	char		name[FENCING_NAME_MAX_BYTES];	/* canonical, not terminated */
 	char		holder[FENCING_LEASE_HOLDER_MAX_BYTES];
 } LeaseData;
 
+/* Which of the table's two heaps holds an entry. */
+#define LEASE_HEAP_LIVE		0	/* not ended: by expiry, for the lapses */
+#define LEASE_HEAP_ENDED	1	/* ended: by end, for the drops */
+
 /*
- * An entry of the table.  changecount is odd while the entry is being
- * written, so that the postmaster, which copies the table without the lock
- * when it lets go of shared memory, can skip an entry a dying backend left
- * half written.  lapse_noted says that its expiry has been counted.
+ * An entry of the table.  Its number never changes while it is in use:
+ * it is also its slot in the state file.  changecount is odd while the
+ * entry is being written, so that the postmaster, which copies entries
+ * without the lock when it lets go of shared memory, can skip one a dying
+ * backend left half written.  seq is the number of its last change.
  */
 typedef struct Lease
 {
 	uint32		changecount;
-	bool		lapse_noted;
+	bool		in_use;
+	bool		dirty;			/* waits in the dirty ring for the file */
+	uint8		heap;			/* LEASE_HEAP_LIVE or LEASE_HEAP_ENDED */
+	int32		heap_pos;
+	uint64		seq;
 	LeaseData	data;
 } Lease;
 
 /*
- * The table: entries[0 .. count - 1] in use, kept dense (a removed entry
- * is replaced by the last one), and an open-addressing index over them
- * (entry number + 1, 0 = empty) of index_mask + 1 slots, at least twice
- * the capacity.  The lock protects both, count, seq, changes, last_known,
- * serving and last_lsn.
+ * The table.  entries[capacity] with a stack of the free ones, an
+ * open-addressing index over the entries in use (entry number + 1, 0 =
+ * empty) of index_mask + 1 slots, at least twice the capacity, two binary
+ * heaps of the entries in use (live ones by expires_at, ended ones by the
+ * moment they ended), the dirty ring (entries changed since the keeper
+ * last wrote them to the file, each once, oldest first) and a count of
+ * the entries of each role (role_counts, a shared hash table).  lock
+ * protects all of that and count, seq, last_known, serving, last_lsn and
+ * the buckets' last changes.
  *
- * seq numbers the changes that WAL records carry; the state file says up
- * to which change it reflects, and redo applies only records above it.
- * changes moves with every change of the table, also those no record
- * carries (a lapse noted, an entry purged), and the keeper writes the file
- * when it has moved; keeper_wanted is set by the first change after a
- * write, so that a burst of changes sets the keeper's latch once.
- * last_known is the last moment at which the state is known to have held
- * (the file's moment, the newest record's), used when the server starts
- * serving; serving is set once it has.
+ * seq numbers the changes; every change is a WAL record that carries its
+ * number, and the entry and its file slot carry the number of their last
+ * change, so that redo never takes an entry back to an older state.
+ * bucket_seq[b] and bucket_lsn[b] are the number and the record of the
+ * last change of an entry of filter bucket b: what must be on disk before
+ * a caller is told that a lease of that bucket ended.  file_seq says that
+ * every change up to it is in the file on disk; flushing is the pid of the
+ * process writing the file, 0 when none, and flushed wakes those waiting
+ * for it.  last_known is the last moment at which the state is known to
+ * have held (the file's moment, the newest record's), used when the
+ * server starts serving; serving is set once it has.
  *
  * filter[b] counts the entries whose (database, key) hash to bucket b, so
  * that a grant on a name no lease holds costs one atomic read; it is
@@ -576,13 +597,21 @@ typedef struct LeaseTable
 	int			capacity;
 	uint32		index_mask;
 	int			count;
+	int			nfree;
+	int			heap_count[2];
+	int			dirty_head;
+	int			dirty_count;
 	bool		serving;
 	uint64		seq;
-	uint64		changes;
 	TimestampTz last_known;
 	XLogRecPtr	last_lsn;		/* of the newest record */
 	Latch	   *keeper_latch;
 	pg_atomic_uint32 keeper_wanted; /* its latch was set for a change */
+	pg_atomic_uint64 file_seq;
+	pg_atomic_uint32 flushing;
+	ConditionVariable flushed;
+	uint64		bucket_seq[FENCING_LEASE_FILTER_SIZE];
+	XLogRecPtr	bucket_lsn[FENCING_LEASE_FILTER_SIZE];
 	pg_atomic_uint32 filter[FENCING_LEASE_FILTER_SIZE];
 	ConditionVariable cvs[LEASE_CV_COUNT];
 } LeaseTable;
@@ -591,23 +620,28 @@ typedef struct LeaseTable
 typedef enum LeaseState
 {
 	LEASE_LIVE,					/* held until expires_at */
-	LEASE_DELAYED,				/* lapsed or broken, under its lock-delay */
+	LEASE_DELAYED,				/* ended, under its lock-delay */
 	LEASE_GONE					/* nothing left: the entry is garbage */
 } LeaseState;
 
 extern LeaseTable *fencing_lease_table;
-extern uint32 *fencing_lease_index;
 extern Lease *fencing_lease_entries;
 extern pg_atomic_uint32 *fencing_lease_filter;
 
 extern Size fencing_lease_table_size(int capacity);
 extern bool fencing_lease_table_attach(int capacity);
 extern int	fencing_lease_find(Oid dboid, int64 key);
-extern Lease *fencing_lease_put(int entry, const LeaseData *data);
-extern void fencing_lease_remove(int entry);
+extern int	fencing_lease_put(int entry, const LeaseData *data, uint64 seq);
+extern void fencing_lease_remove(int entry, uint64 seq);
+extern int	fencing_lease_heap_top(int heap);
+extern int	fencing_lease_heap_entry(int heap, int pos);
+extern int	fencing_lease_dirty_pop(void);
+extern void fencing_lease_dirty_again(int entry);
+extern void fencing_lease_load_at(int entry, const LeaseData *data, uint64 seq);
+extern void fencing_lease_loaded(void);
+extern int	fencing_lease_role_count(Oid roleid);
 extern LeaseState fencing_lease_state(const Lease *lease, TimestampTz now,
 									  TimestampTz *until);
-extern void fencing_lease_note_lapse(Lease *lease);
 
 /* Where a (database, key) lies in the filter and the table's index. */
 static inline uint32
@@ -617,12 +651,26 @@ fencing_lease_hash(Oid dboid, int64 key)
 						murmurhash32((uint32) ((uint64) key ^ ((uint64) key >> 32))));
 }
 
+/* The filter bucket of (database, key). */
+static inline uint32
+fencing_lease_bucket(Oid dboid, int64 key)
+{
+	return fencing_lease_hash(dboid, key) & (FENCING_LEASE_FILTER_SIZE - 1);
+}
+
 /* The condition variable the waiters for (database, key) sleep on. */
 static inline ConditionVariable *
 fencing_lease_cv(Oid dboid, int64 key)
 {
-	return &fencing_lease_table->cvs[fencing_lease_hash(dboid, key) %
+	return &fencing_lease_table->cvs[fencing_lease_bucket(dboid, key) %
 									 LEASE_CV_COUNT];
+}
+
+/* Is the lease's end decided (lapsed or broken, and noted)? */
+static inline bool
+fencing_lease_ended(const LeaseData *d)
+{
+	return (d->flags & LEASE_FLAG_ENDED) != 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -634,12 +682,24 @@ fencing_lease_cv(Oid dboid, int64 key)
 #define XLOG_FENCING_LEASE_PUT		0x10
 #define XLOG_FENCING_LEASE_DROP		0x20
 
+/* What a change must make durable before its caller may tell anyone. */
+typedef struct LeaseDurable
+{
+	uint64		seq;			/* every change up to it in the file */
+	XLogRecPtr	lsn;			/* every record up to it flushed, confirmed */
+} LeaseDurable;
+
 extern void fencing_lease_store_init(void);
+extern Size fencing_lease_store_shmem_size(int capacity);
 extern void fencing_lease_store_startup(void);
-extern void fencing_lease_log(uint8 info, const LeaseData *data,
-							  TimestampTz at);
+extern uint64 fencing_lease_log(uint8 info, const LeaseData *data,
+								TimestampTz at);
 extern void fencing_lease_changed(void);
-extern TimestampTz fencing_lease_sweep(TimestampTz now);
+extern void fencing_lease_durable_of(Oid dboid, int64 key, LeaseDurable *d);
+extern void fencing_lease_make_durable(const LeaseDurable *d);
+extern void fencing_lease_note_end(int entry, TimestampTz now);
+extern int	fencing_lease_lapse_due(TimestampTz now, int limit);
+extern TimestampTz fencing_lease_next_event(TimestampTz now);
 extern void fencing_lease_ensure_serving(void);
 
 /* ---------------------------------------------------------------------
@@ -669,7 +729,8 @@ extern void fencing_leases_init(void);
 extern TimestampTz fencing_lease_until(int64 key, const char *name, int namelen);
 extern void fencing_lease_sleep(int64 key, const char *name, int namelen,
 								TimestampTz deadline);
-extern int	fencing_lease_renew_for_use(FunctionCallInfo fcinfo, int64 *token);
+extern int	fencing_lease_check_for_use(FunctionCallInfo fcinfo, int64 *token);
+extern void fencing_lease_renew_for_use(FunctionCallInfo fcinfo);
 extern FencingLeaseRow *fencing_lease_snapshot(int *count);
 
 /*
@@ -681,8 +742,7 @@ extern FencingLeaseRow *fencing_lease_snapshot(int *count);
 static inline TimestampTz
 fencing_lease_refuses(int64 key, const char *name, int namelen)
 {
-	uint32		bucket = fencing_lease_hash(MyDatabaseId, key) &
-		(FENCING_LEASE_FILTER_SIZE - 1);
+	uint32		bucket = fencing_lease_bucket(MyDatabaseId, key);
 
 	if (likely(pg_atomic_read_u32(&fencing_lease_filter[bucket]) == 0))
 		return 0;

@@ -19,7 +19,8 @@ use Time::HiRes ();
 our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfaketime
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
   sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
-  holding_session terminate_session kill9_and_restart lease_keeper_pid pipeline_stall_client @WHITE_SPACE @IGNORABLE);
+  holding_session terminate_session kill9_and_restart lease_keeper_pid pipeline_stall_client
+  lwlock_gate_module @WHITE_SPACE @IGNORABLE);
 
 # The holder $h (a hash whose "session" is a background_psql in an open
 # transaction) takes a lease on $name with a ttl of an hour, so that its
@@ -90,6 +91,20 @@ sub pipeline_stall_client
 		"-L$libdir", '-lpq', '-o', $client) == 0
 	  or BAIL_OUT('could not compile test/tools/pipeline_stall.c');
 	return $client;
+}
+
+# test/tools/lwlock_gate.c built into the directory $dir as a loadable
+# module; returns its path.
+sub lwlock_gate_module
+{
+	my ($dir) = @_;
+	my $includedir = `pg_config --includedir-server`;
+	chomp($includedir);
+	system('gcc', '-shared', '-fPIC', '-Wall', '-Werror', "-I$includedir",
+		File::Basename::dirname(__FILE__) . "/../tools/lwlock_gate.c",
+		'-o', "$dir/lwlock_gate.so") == 0
+	  or BAIL_OUT('could not compile test/tools/lwlock_gate.c');
+	return "$dir/lwlock_gate.so";
 }
 
 # The pid of $node's lease keeper (a child of its postmaster whose title

@@ -149,22 +149,47 @@ sql($node, "SELECT fencing.clear_lock_delays('lapsing')");
 sql($node, 'ALTER SYSTEM RESET fencing.lock_delay');
 sql($node, 'SELECT pg_reload_conf()');
 
-# 5. A damaged file: a WARNING, and no lease.
+# 5. A damaged file.  The file has a slot per lease, each with its own
+# checksum: a damaged slot loses its lease alone (a WARNING says how many),
+# a damaged header the whole file.  Either way the server starts, and the
+# holder of a lost lease learns it at its next renewal.
+sub damage_file
+{
+	my ($offset, $what) = @_;
+	my $file = $node->data_dir . '/fencing.leases';
+	open(my $fh, '+<:raw', $file) or die "could not open $file: $!";
+	my $content = do { local $/; <$fh> };
+	$offset = index($content, $what) if !defined $offset;
+	die "\"$what\" is not in $file" if $offset < 0;
+	seek($fh, $offset, 0);
+	print $fh "X";
+	close($fh);
+}
 ($live, $dead) = take_leases($node, 'damaged');
 $node->stop;
-my $file = $node->data_dir . '/fencing.leases';
-open(my $fh, '+<:raw', $file) or die "could not open $file: $!";
-seek($fh, 40, 0);
-print $fh "garbage";
-close($fh);
+damage_file(undef, 'live damaged');
 my $log_offset = -s $node->logfile;
 $node->start;
 like(slurp_file($node->logfile, $log_offset),
-	qr/WARNING:  fencing lease file "fencing.leases" is damaged; its leases are ignored/,
-	'damaged: the server starts and says why the leases are gone');
-is(sql($node, 'SELECT count(*) FROM fencing.leases'), 0, 'damaged: no lease is held');
+	qr/WARNING:  1 slots of the fencing lease file "fencing.leases" are damaged; their leases are ignored/,
+	'damaged slot: the server starts and says how many leases are gone');
+is(sql($node, "SELECT string_agg(name, ',') FROM fencing.leases"), 'dead damaged',
+	'damaged slot: the lease of the damaged slot is gone, the other stays');
 ($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('live damaged', $live)");
-like($err, qr/FN004|not held with token/, 'damaged: the live holder learns that its lease is lost');
+like($err, qr/FN004|not held with token/, 'damaged slot: its holder learns that its lease is lost');
+$node->stop;
+damage_file(16, undef);
+$log_offset = -s $node->logfile;
+$node->start;
+like(slurp_file($node->logfile, $log_offset),
+	qr/WARNING:  fencing lease file "fencing.leases" is damaged; its leases are ignored/,
+	'damaged header: the server starts and says why the leases are gone');
+is(sql($node, 'SELECT count(*) FROM fencing.leases'), 0, 'damaged header: no lease is held');
+($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('dead damaged', $dead)");
+like($err, qr/FN004|not held with token/, 'damaged header: a holder learns that its lease is lost');
+$node->restart;
+is(sql($node, 'SELECT count(*) FROM fencing.leases'), 0,
+	'damaged header: the file written anew starts clean');
 
 # 6. Promotion of a streaming standby.
 $node->backup('leases_backup');

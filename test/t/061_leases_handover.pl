@@ -1,0 +1,354 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 061_leases_handover.pl -- the instants at which a lease that outlives a
+# transaction changes hands, put under the test's control
+# (src/locks/leases.c, src/locks/lease_store.c; LL1', LL2', LL2, LL5).
+#
+# A gate (test/tools/lwlock_gate.c) holds the lease table's LWLock in
+# shared mode, so that the sessions that want it exclusively queue up in
+# the order the test starts them, each seen waiting in pg_stat_activity,
+# and run in that order once the gate opens.
+#
+# 1. A renewal queued before the lease's expiry, an acquisition of the
+#    expired name queued after it: the renewal gets the lock after the
+#    expiry, so it raises FN004 (the time is read once the lock is held),
+#    and the acquisition takes the name.  Never both.
+# 2. The same with use_lease as the renewal: FN004, and the resource fence
+#    it raised goes with its transaction.
+# 3. A crash just after a lapse: the holder got FN004, then the postmaster
+#    is killed (the keeper and the WAL writer stopped before, so that
+#    nothing but the FN004's own path writes the lapse down).  After the
+#    restart the lease stays ended; a live lease renewed before the crash
+#    is still held.
+# 4. A crash just after a break: break_lease returned the token, then the
+#    postmaster is killed: the lease stays broken.
+# 5. A crash just after clear_lock_delays ended a lapsed lease's delay: the
+#    delay does not come back.
+# 6. A clock that steps back after a lapse was told (with a lock-delay,
+#    so that the ended entry stays): the lease stays ended.
+
+use strict;
+use warnings;
+
+use FindBin;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use List::Util qw(min);
+use Time::HiRes qw(sleep time);
+
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(kill9_and_restart lease_keeper_pid lwlock_gate_module
+  libfaketime start_with_fake_clock set_fake_offset);
+
+my $tmp = PostgreSQL::Test::Utils::tempdir();
+my $gate_so = lwlock_gate_module($tmp);
+
+my $node = PostgreSQL::Test::Cluster->new('leases_handover');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nrestart_after_crash = on\n");
+$node->start;
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+sub setup
+{
+	sql('CREATE EXTENSION IF NOT EXISTS fencing');
+	sql("CREATE OR REPLACE FUNCTION test_lwlock_gate(text, bool, text, float8) RETURNS bool
+		 AS '$gate_so', 'test_lwlock_gate' LANGUAGE C STRICT");
+}
+setup();
+
+# A psql session whose statements run in the background: send_sql()
+# returns at once, finish() waits for the statements' end and returns what
+# they printed and what they raised.  IPC::Run writes a session's input
+# only while it is pumped: every wait of the test pumps all sessions.
+my @sessions;
+
+sub pump_all { $_->{run}->pump_nb for @sessions; return; }
+
+sub session
+{
+	my %s = (in => '', out => '', err => '', n => 0);
+	$s{run} = IPC::Run::start(
+		[ 'psql', '-X', '-At', '-v', 'ON_ERROR_STOP=0', '-v', 'VERBOSITY=verbose',
+			'-d', $node->connstr('postgres') ],
+		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$s{in} .= "\\set VERBOSITY verbose\nSELECT 'pid ' || pg_backend_pid();\n";
+	$s{run}->pump until $s{out} =~ /^pid (\d+)$/m;
+	$s{pid} = $1;
+	$s{out} = '';
+	push @sessions, \%s;
+	return \%s;
+}
+
+sub send_sql
+{
+	my ($s, $sql) = @_;
+	$s->{n}++;
+	$s->{out} = '';
+	$s->{err} = '';
+	$sql .= ';' unless $sql =~ /;\s*$/;
+	$s->{in} .= "$sql\n\\echo done $s->{n}\n";
+	pump_all();
+	return;
+}
+
+sub finish
+{
+	my ($s) = @_;
+	$s->{run}->pump until $s->{out} =~ /^done $s->{n}$/m;
+	my $out = $s->{out};
+	$out =~ s/^done $s->{n}\n//m;
+	chomp($out);
+	return ($out, $s->{err});
+}
+
+sub quit
+{
+	my ($s) = @_;
+	$s->{in} .= "\\q\n";
+	$s->{run}->finish;
+	@sessions = grep { $_ != $s } @sessions;
+	return;
+}
+
+# Poll a query until it returns 't', pumping the sessions meanwhile.
+sub poll_pumping
+{
+	my ($query) = @_;
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $deadline)
+	{
+		pump_all();
+		return 1 if sql($query) eq 't';
+		sleep(0.05);
+	}
+	return 0;
+}
+
+# Wait until backend $pid waits for the lease table's LWLock.
+sub waits_for_table
+{
+	my ($pid, $what) = @_;
+	ok( poll_pumping(
+			"SELECT coalesce(bool_or(wait_event_type = 'LWLock' AND wait_event = 'fencing leases'), false)
+			 FROM pg_stat_activity WHERE pid = $pid"),
+		"$what waits for the lease table's lock");
+	return;
+}
+
+# Close the gate: a session holds the table's lock in shared mode until
+# open_gate.  Returns the gate's session and file.
+my $gates = 0;
+sub close_gate
+{
+	my $file = "$tmp/gate" . ++$gates;
+	my $g = session();
+	send_sql($g, "SELECT test_lwlock_gate('fencing leases', false, '$file', 120)");
+	my $deadline = time() + 60;
+	until (-e "$file.held" || time() > $deadline)
+	{
+		pump_all();
+		sleep(0.01);
+	}
+	ok(-e "$file.held", 'the gate holds the lease table\'s lock');
+	return ($g, $file);
+}
+
+sub open_gate
+{
+	my ($g, $file) = @_;
+	open(my $fh, '>', $file) or die "could not create $file: $!";
+	close($fh);
+	my ($out) = finish($g);
+	is($out, 't', 'the gate opens');
+	quit($g);
+	return;
+}
+
+# Sleep until the server's clock has passed epoch $at by $margin seconds.
+sub sleep_past
+{
+	my ($at, $margin) = @_;
+	my $now = sql('SELECT extract(epoch FROM clock_timestamp())');
+	while ($now < $at + $margin)
+	{
+		pump_all();
+		sleep(min(0.05, $at + $margin - $now));
+		$now = sql('SELECT extract(epoch FROM clock_timestamp())');
+	}
+	return;
+}
+
+sub expiry_of
+{
+	my ($name) = @_;
+	return sql("SELECT extract(epoch FROM expires_at) FROM fencing.leases WHERE name = '$name'");
+}
+
+# --- 1. a renewal queued before the expiry, an acquisition after it -------
+
+my $t1 = sql("SELECT fencing.acquire_lease('race', '2 seconds')");
+my $exp1 = expiry_of('race');
+my ($gate, $gate_file) = close_gate();
+my $renewer = session();
+send_sql($renewer, "SELECT fencing.renew_lease('race', $t1)");
+waits_for_table($renewer->{pid}, 'race: the renewal, sent before the expiry,');
+cmp_ok(sql('SELECT extract(epoch FROM clock_timestamp())'), '<', $exp1,
+	'race: the renewal was sent before the lease expired');
+sleep_past($exp1, 0.3);
+my $acquirer = session();
+send_sql($acquirer, "SELECT fencing.acquire_lease('race', '1 minute')");
+waits_for_table($acquirer->{pid}, 'race: the acquisition of the expired name');
+open_gate($gate, $gate_file);
+my ($renewed, $renew_err) = finish($renewer);
+my ($taken) = finish($acquirer);
+like($renew_err, qr/FN004.*not held with token $t1/s,
+	'race: the renewal that got the lock after the expiry raises FN004');
+like($renew_err, qr/expired at/, 'race: its detail says the lease expired');
+like($taken, qr/^\d+$/, 'race: the acquisition takes the name');
+ok(!($renewed =~ /^\d{4}-/ && $taken =~ /^\d+$/),
+	'race: never both a renewal and a new holder');
+is(sql("SELECT token FROM fencing.leases WHERE name = 'race'"), $taken,
+	'race: the table holds the new lease');
+sql("SELECT fencing.release_lease('race', $taken)");
+
+# --- 2. use_lease as the renewal -------------------------------------------
+
+my $t2 = sql("SELECT fencing.acquire_lease('race use', '2 seconds')");
+my $exp2 = expiry_of('race use');
+($gate, $gate_file) = close_gate();
+send_sql($renewer, "BEGIN; SELECT fencing.use_lease('race use', $t2); COMMIT;");
+waits_for_table($renewer->{pid}, 'race use: use_lease, sent before the expiry,');
+sleep_past($exp2, 0.3);
+send_sql($acquirer, "SELECT fencing.acquire_lease('race use', '1 minute')");
+waits_for_table($acquirer->{pid}, 'race use: the acquisition of the expired name');
+open_gate($gate, $gate_file);
+($renewed, $renew_err) = finish($renewer);
+($taken) = finish($acquirer);
+like($renew_err, qr/FN004/, 'race use: use_lease raises FN004');
+like($taken, qr/^\d+$/, 'race use: the acquisition takes the name');
+is(sql("SELECT count(*) FROM fencing.resource_fences WHERE resource = 'race use'"), 0,
+	'race use: the fence use_lease raised went with its transaction');
+sql("SELECT fencing.release_lease('race use', $taken)");
+quit($renewer);
+quit($acquirer);
+
+# --- 3-5. crashes just after a lease was told it ended ----------------------
+
+# The keeper writes the file soon after each change and flushes the
+# records: let both happen, so that what follows is the only news.
+sub settle
+{
+	my $lsn = sql('SELECT pg_current_wal_insert_lsn()');
+	$node->poll_query_until('postgres', "SELECT pg_current_wal_flush_lsn() >= '$lsn'")
+	  or die 'the lease records were not flushed';
+	sleep(0.3);
+	return;
+}
+
+# Stop the keeper and the WAL writer: nothing writes the file or flushes
+# WAL in the background any more.  Returns their pids, for the kill.
+sub stop_background_writers
+{
+	my $keeper = lease_keeper_pid($node);
+	my $walwriter = sql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+	ok(defined $keeper && $walwriter =~ /^\d+$/, 'the keeper and the WAL writer run');
+	kill('STOP', $keeper, $walwriter);
+	return [ $keeper, $walwriter ];
+}
+
+sub crash
+{
+	my ($stopped) = @_;
+	kill9_and_restart($node, also_kill => $stopped);
+	setup();
+	return;
+}
+
+# 3. the lapse
+my $lapsing = sql("SELECT fencing.acquire_lease('lapsing', '1 second')");
+my $live = sql("SELECT fencing.acquire_lease('live', '1 hour')");
+my $lapsing_exp = expiry_of('lapsing');
+settle();
+my $stopped = stop_background_writers();
+sleep_past($lapsing_exp, 0.3);
+my ($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('lapsing', $lapsing)");
+like($err, qr/not held with token $lapsing/, 'lapse: the holder is told that its lease ended');
+crash($stopped);
+($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('lapsing', $lapsing)");
+like($err, qr/not held with token $lapsing/,
+	'lapse: after the crash its renewal still raises FN004');
+($rc, $out, $err) = $node->psql('postgres',
+	"BEGIN; SELECT fencing.use_lease('lapsing', $lapsing); COMMIT");
+like($err, qr/not held with token $lapsing/, 'lapse: and so does its use_lease');
+like(sql("SELECT fencing.renew_lease('live', $live)"), qr/^\d{4}-/,
+	'lapse: a live lease is still held after the crash (LL5)');
+
+# 4. the break
+my $breaking = sql("SELECT fencing.acquire_lease('breaking', '1 hour')");
+settle();
+$stopped = stop_background_writers();
+is(sql("SELECT fencing.break_lease('breaking')"), $breaking,
+	'break: break_lease returns the token it ended');
+crash($stopped);
+($rc, $out, $err) = $node->psql('postgres', "SELECT fencing.renew_lease('breaking', $breaking)");
+like($err, qr/not held with token $breaking/, 'break: after the crash the lease stays broken');
+like(sql("SELECT fencing.acquire_lease('breaking', '1 minute')"), qr/^\d+$/,
+	'break: and the name can be taken');
+
+# 5. a lock-delay cleared
+sql("ALTER SYSTEM SET fencing.lock_delay = '1h'");
+sql('SELECT pg_reload_conf()');
+my $delayed = sql("SELECT fencing.acquire_lease('delayed', '1 second')");
+sleep_past(expiry_of('delayed'), 0.3);
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) = 1 FROM fencing.locks WHERE name = 'delayed' AND NOT granted"),
+	'clear: the lapsed lease keeps its name under the lock-delay');
+is(sql("SELECT fencing.acquire_lease('delayed', '1 minute') IS NULL"), 't',
+	'clear: nobody gets the name during the delay');
+settle();
+$stopped = stop_background_writers();
+is(sql("SELECT fencing.clear_lock_delays('delayed')"), 1,
+	'clear: clear_lock_delays ends the delay');
+crash($stopped);
+like(sql("SELECT fencing.acquire_lease('delayed', '1 minute')"), qr/^\d+$/,
+	'clear: after the crash the cleared delay does not come back');
+sql('ALTER SYSTEM RESET fencing.lock_delay');
+sql('SELECT pg_reload_conf()');
+sql('SELECT fencing.release_lease(name, token) FROM fencing.leases');
+
+$node->stop;
+
+# --- 6. the clock steps back after a lapse was told --------------------------
+
+SKIP:
+{
+	skip 'libfaketime is not installed', 2 unless libfaketime();
+	my $offset_file = "$tmp/clock_offset";
+	set_fake_offset($offset_file, '+0');
+	my $faked = PostgreSQL::Test::Cluster->new('leases_clock_back');
+	$faked->init;
+	# a lock-delay keeps the ended entry in the table while the clock is back
+	$faked->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'fencing'\nfencing.lock_delay = '1h'\n");
+	start_with_fake_clock($faked, file => $offset_file);
+	$faked->safe_psql('postgres', 'CREATE EXTENSION fencing');
+	my $back = $faked->safe_psql('postgres', "SELECT fencing.acquire_lease('clock', '2 seconds')");
+	sleep(2.5);
+	($rc, $out, $err) = $faked->psql('postgres', "SELECT fencing.renew_lease('clock', $back)");
+	like($err, qr/not held with token $back/, 'clock: the holder is told that its lease expired');
+	set_fake_offset($offset_file, '-60');
+	($rc, $out, $err) = $faked->psql('postgres', "SELECT fencing.renew_lease('clock', $back)");
+	like($err, qr/not held with token $back/,
+		'clock: a minute back, the ended lease is still not renewable');
+	$faked->stop;
+}
+
+done_testing();
