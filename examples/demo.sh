@@ -288,7 +288,7 @@ psql_demo()
 
 # A database and a worker role of our own, on either server, so we clean up
 # exactly what we made.  The pods run as the role: it is what a deployment
-# grants check_fence to (fencing 1.1 revokes EXECUTE from PUBLIC).
+# grants check_fence and use_lease to (PUBLIC may execute neither).
 create_demo_database()
 {
 	if [ "$USE_EXISTING" = 1 ]; then
@@ -306,10 +306,12 @@ create_demo_database()
 	psql_demo -v worker_role="$WORKER_ROLE" >/dev/null <<'EOF'
 CREATE EXTENSION fencing;
 GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO :"worker_role";
+GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO :"worker_role";
 EOF
 	export PGDATABASE=$DEMO_DB
-	say "the pods run as role $WORKER_ROLE (no superuser); fencing 1.1 revokes check_fence from PUBLIC, so:"
+	say "the pods run as role $WORKER_ROLE (no superuser); PUBLIC may execute neither check_fence nor use_lease, so:"
 	say "    GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE;"
+	say "    GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO $WORKER_ROLE;"
 }
 
 # Start one pod in the background as the worker role, its events appended
@@ -791,7 +793,7 @@ print_design()
 ## Coordination design: nightly invoice run ($LOCK_NAME)
 **Failure being prevented:** two pods run the nightly invoice job and customers get billed twice.
 **Lock type:** correctness: a second run would bill every customer again.
-**Mechanism:** lease + fence; scenes 1-3 hold the run for one transaction (fencing.lease), scene 4 across batches (fencing.acquire_lease, then fencing.use_lease first in each batch).
+**Mechanism:** lease + fence; scenes 1-3 hold the run for one transaction (fencing.lease), scene 4 across batches (fencing.acquire_lease, then fencing.use_lease first in each batch, granted to the pods' role).
 **Store:** PostgreSQL, the database that holds the ledger.
 **TTL and renewal:** $LEASE_TTL here ($BATCH_LEASE_TTL in scene 4) to keep the demo short; in production 30 s, renewed every 10 s; a failed renewal stops the job.
 **Fencing:** fencing.check_fence on '$LOCK_NAME', first in every transaction that writes, and the trigger on billing.accounts; the pods' role needs GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO $WORKER_ROLE.

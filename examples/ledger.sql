@@ -33,9 +33,11 @@ SELECT fencing.protect('example.accounts');
 -- The examples run as a member of example_worker (e.g.
 -- GRANT example_worker TO your_app_login;), not as a superuser.  Every
 -- transaction of theirs that writes first calls
--- fencing.check_fence(lock name, token), which fencing 1.1 revokes from
--- PUBLIC: a role that may call it can fence out every holder of any
--- resource, so it is granted to the roles that hold the locks only.
+-- fencing.check_fence(lock name, token), or for a lease
+-- fencing.use_lease(name, token); PUBLIC may execute neither: a role that
+-- may call check_fence can fence out every holder of any resource, so it
+-- is granted to the roles that hold the locks only, and use_lease to the
+-- roles that run lease jobs.
 DO $$
 BEGIN
 	CREATE ROLE example_worker NOLOGIN;
@@ -45,3 +47,4 @@ END $$;
 GRANT USAGE ON SCHEMA example TO example_worker;
 GRANT SELECT, UPDATE ON example.accounts TO example_worker;
 GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO example_worker;
+GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO example_worker;

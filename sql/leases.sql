@@ -240,7 +240,7 @@ SELECT fencing.acquire_lease('short lease', '1 minute') > :s AS taken_again_high
 -- its token and gets that token; NULL when nothing is held.  The holder's
 -- next renewal is FN004.
 CREATE ROLE regress_lease_worker;
-GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO regress_lease_worker;
+GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO regress_lease_worker;
 SET SESSION AUTHORIZATION regress_lease_worker;
 SELECT fencing.break_lease('nightly invoices');
 \echo sqlstate: :LAST_ERROR_SQLSTATE
@@ -259,23 +259,50 @@ ROLLBACK;
 SELECT name, token, holder, database = current_database() AS this_database
 FROM fencing.leases ORDER BY expires_at;
 SELECT name, key, token, pid, mode FROM fencing.locks ORDER BY since;
--- Its own lease it sees whole; use_lease needs EXECUTE on check_fence.
+-- Its own lease it sees whole; use_lease needs EXECUTE on use_lease, which
+-- PUBLIC lacks, and not on check_fence: the role raises the fence of the
+-- names it holds a lease on, and of no other.
 SELECT fencing.acquire_lease('worker lease', '1 minute', holder => 'worker') AS w \gset
 SELECT name, token = :w AS own_token, holder FROM fencing.leases WHERE name IS NOT NULL;
+SELECT has_function_privilege('public', 'fencing.use_lease(text, bigint)', 'EXECUTE') AS public_may_use,
+	   has_function_privilege('fencing.check_fence(text, bigint)', 'EXECUTE') AS may_check_fence;
 BEGIN;
 SELECT fencing.use_lease('worker lease', :w) = :w AS used;
 COMMIT;
+SELECT fencing.check_fence('nightly invoices', fencing.latest_token());
+\echo sqlstate: :LAST_ERROR_SQLSTATE
 RESET SESSION AUTHORIZATION;
-REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM regress_lease_worker;
+REVOKE EXECUTE ON FUNCTION fencing.use_lease(text, bigint) FROM regress_lease_worker;
 SET SESSION AUTHORIZATION regress_lease_worker;
--- Without that right use_lease is refused before it touches the lease, and
--- says what is missing and which GRANT gives it.
+-- Without that right use_lease is refused before it touches the lease.
 SELECT renewed_at AS worker_renewed FROM fencing.leases WHERE name = 'worker lease' \gset
 BEGIN;
 SELECT fencing.use_lease('worker lease', :w);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 ROLLBACK;
 SELECT renewed_at = :'worker_renewed' AS not_renewed FROM fencing.leases WHERE name = 'worker lease';
+-- Where PUBLIC may execute use_lease (granted to PUBLIC, or an extension
+-- created before 1.3 and not yet updated), that right says nothing of the
+-- role, and use_lease also wants EXECUTE on check_fence; it says which
+-- GRANT gives the right.
+RESET SESSION AUTHORIZATION;
+GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO PUBLIC;
+SET SESSION AUTHORIZATION regress_lease_worker;
+BEGIN;
+SELECT fencing.use_lease('worker lease', :w);
+\echo sqlstate: :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SELECT renewed_at = :'worker_renewed' AS not_renewed FROM fencing.leases WHERE name = 'worker lease';
+RESET SESSION AUTHORIZATION;
+GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO regress_lease_worker;
+SET SESSION AUTHORIZATION regress_lease_worker;
+BEGIN;
+SELECT fencing.use_lease('worker lease', :w) = :w AS used_with_check_fence;
+COMMIT;
+RESET SESSION AUTHORIZATION;
+REVOKE EXECUTE ON FUNCTION fencing.use_lease(text, bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM regress_lease_worker;
+SET SESSION AUTHORIZATION regress_lease_worker;
 SELECT fencing.release_lease('worker lease', :w) AS released;
 RESET SESSION AUTHORIZATION;
 SELECT count(*) AS still_held FROM fencing.leases

@@ -24,9 +24,14 @@
  * middle of a batch has its session ended and the row lock freed, and the
  * next holder's use_lease() does not wait for it for ever.
  *
- * The fence is raised through fencing.check_fence() itself, called by its
- * OID: the same right decides (EXECUTE, which PUBLIC lacks, F9), and the
- * same SECURITY DEFINER code writes the watermark.
+ * The fence is raised by fencing.check_fence() itself, called by its OID:
+ * the same SECURITY DEFINER code writes the watermark.  Holding the lease
+ * is what lets the caller raise the fence of its name, and of no other
+ * name: the right to call use_lease() is EXECUTE on it, which PUBLIC lacks
+ * since 1.3.  Where PUBLIC may still execute it (an extension created
+ * before 1.3 and not yet updated, or a grant to PUBLIC), that right says
+ * nothing about the caller, and the caller needs EXECUTE on check_fence()
+ * as well (F9: PUBLIC may not raise fences).
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -49,14 +54,15 @@
 PG_FUNCTION_INFO_V1(fencing_use_lease);
 
 /*
- * The OID of fencing.check_fence(text, bigint), which the caller must be
- * allowed to execute: use_lease() raises the fence through it, so the
- * same right (F9) and the same code decide.  Checked before the lease is
- * touched, and refused in use_lease()'s own terms: the caller asked for
- * use_lease(), and must learn which right it lacks and how to get it.
+ * The OID of fencing.check_fence(text, bigint), through which use_lease()
+ * raises the fence.  When PUBLIC may execute use_lease (use_lease_oid),
+ * the caller must also be allowed to execute check_fence (see the file
+ * header); checked before the lease is touched, and refused in
+ * use_lease()'s own terms: the caller asked for use_lease(), and must
+ * learn which right it lacks and how to get it.
  */
 static Oid
-check_fence_function(void)
+check_fence_function(Oid use_lease_oid)
 {
 	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	Oid			fnoid;
@@ -66,15 +72,16 @@ check_fence_function(void)
 	fnoid = LookupFuncName(list_make2(makeString("fencing"),
 									  makeString("check_fence")),
 						   2, argtypes, false);
-	if (fencing_function_aclcheck(fnoid, roleid) == ACLCHECK_OK)
+	if (fencing_function_aclcheck(use_lease_oid, ACL_ID_PUBLIC) != ACLCHECK_OK ||
+		fencing_function_aclcheck(fnoid, roleid) == ACLCHECK_OK)
 		return fnoid;
 	role = GetUserNameFromId(roleid, false);
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("permission denied to raise the resource fence of a lease"),
-			 errdetail("fencing.use_lease() raises the resource fence of the lease's name as fencing.check_fence() does, and role \"%s\" may not execute fencing.check_fence(text, bigint).",
+			 errdetail("PUBLIC may execute fencing.use_lease(), so it raises the resource fence of the lease's name only for roles that may execute fencing.check_fence(text, bigint), and role \"%s\" may not.",
 					   role),
-			 errhint("Grant that right to the role that holds the lease: GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO %s;",
+			 errhint("Update the extension (ALTER EXTENSION fencing UPDATE), which revokes use_lease from PUBLIC, and grant it to the role that holds the lease: GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO %s;",
 					 quote_identifier(role))));
 	return InvalidOid;			/* keep the compiler quiet */
 }
@@ -103,7 +110,7 @@ fencing_use_lease(PG_FUNCTION_ARGS)
 				 errdetail("It raises the resource fence and sets fencing.token for the transaction that does the work; outside a transaction block that transaction ends with the statement."),
 				 errhint("Start each batch with BEGIN, call fencing.use_lease() first, do the work, then COMMIT.")));
 
-	check_fence = check_fence_function();
+	check_fence = check_fence_function(fcinfo->flinfo->fn_oid);
 
 	ttl_ms = fencing_lease_check_for_use(fcinfo, &token);
 	fencing_lease_idle_limit_for_use(ttl_ms);

@@ -203,6 +203,8 @@ GRANT INSERT, UPDATE ON billing.accounts, billing.runs, billing.ledger, billing.
 	billing.statements, billing.job_rows TO chaos_worker;
 GRANT INSERT, SELECT ON chaos.commits, chaos.audit, chaos.lease_batches TO chaos_worker;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA billing, chaos TO chaos_worker;
--- check_fence raises a resource's watermark: it needs a grant of its own
--- (DESIGN.md F9), given here to the workers' role; use_lease calls it.
+-- check_fence raises a resource's watermark, and use_lease that of the
+-- lease's name: each needs a grant of its own (doc/guarantees.md F9),
+-- given here to the workers' role.
 GRANT EXECUTE ON FUNCTION fencing.check_fence(text, bigint) TO chaos_worker;
+GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO chaos_worker;

@@ -1,4 +1,4 @@
-/* fencing--1.2.sql */
+/* fencing--1.3.sql */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
@@ -220,7 +220,12 @@ AS 'MODULE_PATHNAME', 'fencing_use_lease'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION fencing.use_lease(text, bigint) IS
-'first statement of each transaction of a lease holder''s work: FN004 unless held with token, renews it, raises the resource fence of name to token as check_fence does, and sets this transaction''s fencing.token';
+'first statement of each transaction of a lease holder''s work: FN004 unless held with token, raises the resource fence of name to token as check_fence does, sets this transaction''s fencing.token, then renews the lease';
+
+-- use_lease raises the resource fence of the lease's name, which fences out
+-- the name's earlier holders: the owner grants it to the roles that run
+-- lease jobs.  A holder needs no right to raise the fences of other names.
+REVOKE EXECUTE ON FUNCTION fencing.use_lease(text, bigint) FROM PUBLIC;
 
 CREATE FUNCTION fencing.break_lease(name text)
 RETURNS bigint
@@ -452,14 +457,14 @@ COMMENT ON FUNCTION fencing.check_fence(text, bigint) IS
 'raise the resource''s fence watermark to token, or reject a stale token (SQLSTATE FN001); returns token';
 
 -- Raising a resource's fence fences out its holders, so it needs a right
--- PUBLIC lacks (DESIGN.md F9): the owner grants EXECUTE to the roles that
+-- PUBLIC lacks (doc/guarantees.md F9): the owner grants EXECUTE to the roles that
 -- hold the locks and to services that check the tokens clients send them.
 REVOKE EXECUTE ON FUNCTION fencing.check_fence(text, bigint) FROM PUBLIC;
 
 -- Application roles call the lock, token and fence functions; what each one
 -- may do is decided by its own grants above (advance_token,
--- clear_lock_delays, stats_reset and check_fence are revoked from PUBLIC,
--- resource_fences is read-only).
+-- clear_lock_delays, stats_reset, check_fence, use_lease and break_lease
+-- are revoked from PUBLIC, resource_fences is read-only).
 GRANT USAGE ON SCHEMA fencing TO PUBLIC;
 
 -- Like pg_locks and pg_stat_*, the monitoring views are readable by everyone.
