@@ -151,9 +151,9 @@ SELECT fencing.release_lease('nightly invoices', :t - 1) AS released_with_old_to
 SELECT count(*) AS still_held FROM fencing.leases WHERE token = :t;
 
 -- use_lease: the first statement of a batch.  Only in a transaction block
--- (25P01); it renews the lease, raises the resource fence of the name to
--- the token (as check_fence does) and sets fencing.token for the
--- transaction.
+-- (25P01); it raises the resource fence of the name to the token (as
+-- check_fence does), sets fencing.token for the transaction and renews
+-- the lease.
 SELECT fencing.use_lease('nightly invoices', :t);
 \echo sqlstate: :LAST_ERROR_SQLSTATE
 CREATE TABLE lease_ledger (customer int PRIMARY KEY, amount numeric, fence bigint);
@@ -173,6 +173,28 @@ BEGIN;
 SELECT fencing.use_lease('nightly invoices', :t + 1);
 \set VERBOSITY default
 ROLLBACK;
+
+-- A use_lease that fails leaves the lease as it was: renewing comes last.
+-- Here the name's fence is past the lease's token (raised with a newer
+-- token, as a newer holder's batch would have), so every batch of this
+-- holder fails FN001, and none of them moves the lease's expiry: the name
+-- is free again one ttl after the holder's last good renewal.
+SELECT renewed_at AS before_failed, expires_at AS expiry_before_failed
+FROM fencing.leases WHERE name = 'nightly invoices' \gset
+SELECT fencing.check_fence('nightly invoices', fencing.next_token()) > :t AS fence_passed;
+BEGIN;
+\set VERBOSITY sqlstate
+SELECT fencing.use_lease('nightly invoices', :t);
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+\set VERBOSITY sqlstate
+SELECT fencing.use_lease('nightly invoices', :t);
+\set VERBOSITY default
+ROLLBACK;
+SELECT renewed_at = :'before_failed' AS not_renewed,
+	   expires_at = :'expiry_before_failed' AS expiry_unchanged
+FROM fencing.leases WHERE name = 'nightly invoices';
 
 -- T5: acquiring, renewing and releasing assign no transaction id.
 BEGIN;
