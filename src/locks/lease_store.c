@@ -45,9 +45,9 @@
  * that moment ends.  That moment is the newest of: the file's (the time of
  * its last write, or at a stop the time of the stop), the newest record's,
  * the last transaction replayed, and on a standby the last message from
- * its primary.  The keeper does this as soon as recovery has ended; every
- * lease function and grant-path check that finds the table not yet
- * serving does it first.
+ * its primary while it streamed.  The keeper does this as soon as recovery
+ * has ended; every lease function and grant-path check that finds the
+ * table not yet serving does it first.
  *
  * On the primary the keeper also notes each lapse when it happens (counted
  * in fencing.stats, written to WAL so that standbys learn the moment) and
@@ -495,25 +495,43 @@ fencing_lease_next_event(TimestampTz now)
 
 /*
  * The last moment at which the primary is known to have been alive, from
- * outside the table: the last transaction replayed, and on a (former)
- * standby the send time of the last message from its primary.  0 when
- * neither is known.
+ * outside the table: the last transaction replayed.  0 when none is known.
+ * (On a standby the keeper also keeps the send time of the primary's last
+ * message in last_known: lease_note_primary_heard.)
  */
 static TimestampTz
 lease_last_heard(void)
 {
-	TimestampTz heard = GetLatestXTime();
+	return GetLatestXTime();
+}
 
-	if (WalRcv != NULL)
-	{
-		TimestampTz sent;
+/*
+ * On a standby, while its walreceiver streams: the send time of the
+ * primary's last message is a moment at which the primary was alive, kept
+ * in last_known for the start of service at promotion.  Read only while
+ * streaming: a walreceiver that starts (also one that retries a primary
+ * that is gone) sets that time to its own clock, which says nothing of the
+ * primary, and a promotion slower than a lease's ttl would then take live
+ * leases for lapsed ones.
+ */
+static void
+lease_note_primary_heard(void)
+{
+	WalRcvState state;
+	TimestampTz sent;
 
-		SpinLockAcquire(&WalRcv->mutex);
-		sent = WalRcv->lastMsgSendTime;
-		SpinLockRelease(&WalRcv->mutex);
-		heard = Max(heard, sent);
-	}
-	return heard;
+	if (WalRcv == NULL)
+		return;
+	SpinLockAcquire(&WalRcv->mutex);
+	state = WalRcv->walRcvState;
+	sent = WalRcv->lastMsgSendTime;
+	SpinLockRelease(&WalRcv->mutex);
+	if (state != WALRCV_STREAMING || sent <= fencing_lease_table->last_known)
+		return;
+	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
+	if (sent > fencing_lease_table->last_known)
+		fencing_lease_table->last_known = sent;
+	LWLockRelease(fencing_lease_table->lock);
 }
 
 /*
@@ -746,6 +764,7 @@ lease_file_flush(int elevel)
 	int			entries[LEASE_FLUSH_CHUNK];
 	TimestampTz heard = RecoveryInProgress() ? lease_last_heard() : 0;
 	TimestampTz known;
+
 	uint64		seq;
 	int			todo;
 	int			fd;
@@ -1296,7 +1315,10 @@ fencing_lease_keeper_main(Datum main_arg)
 
 		now = GetCurrentTimestamp();
 		if (RecoveryInProgress())
+		{
+			lease_note_primary_heard();
 			wake = TimestampTzPlusMilliseconds(now, LEASE_RECOVERY_POLL_MS);
+		}
 		else
 		{
 			wake = lease_keeper_sweep();
