@@ -20,7 +20,8 @@ our @EXPORT_OK = qw(state_file_limit state_file_timeline write_state_file libfak
   start_with_fake_clock start_behind_token set_fake_offset clock_offset archive_current_wal
   sql_text start_pgbouncer stop_pgbouncer run_gated_clients take_lease session_gone
   holding_session terminate_session kill9_and_restart lease_keeper_pid pipeline_stall_client
-  lwlock_gate_module @WHITE_SPACE @IGNORABLE);
+  lwlock_gate_module bg_session bg_send bg_finish bg_quit bg_pump_all bg_poll
+  @WHITE_SPACE @IGNORABLE);
 
 # The holder $h (a hash whose "session" is a background_psql in an open
 # transaction) takes a lease on $name with a ttl of an hour, so that its
@@ -105,6 +106,83 @@ sub lwlock_gate_module
 		'-o', "$dir/lwlock_gate.so") == 0
 	  or BAIL_OUT('could not compile test/tools/lwlock_gate.c');
 	return "$dir/lwlock_gate.so";
+}
+
+# Sessions whose statements run in the background, so that a test can
+# line several up: bg_session($node) starts psql (errors do not stop it,
+# and they come with their SQLSTATE), bg_send() returns as soon as psql
+# has the statements, bg_finish() waits for their end and returns what
+# they printed and what they raised.  IPC::Run writes a session's input
+# only while it is pumped: a test that waits for something else calls
+# bg_pump_all() or bg_poll(), which pump every session.
+my @bg_sessions;
+
+sub bg_pump_all
+{
+	$_->{run}->pump_nb for @bg_sessions;
+	return;
+}
+
+sub bg_session
+{
+	my ($node, $db) = @_;
+	my %s = (in => '', out => '', err => '', n => 0, node => $node);
+	$s{run} = IPC::Run::start(
+		[ 'psql', '-X', '-At', '-v', 'ON_ERROR_STOP=0', '-d', $node->connstr($db // 'postgres') ],
+		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$s{in} .= "\\set VERBOSITY verbose\nSELECT 'pid ' || pg_backend_pid();\n";
+	$s{run}->pump until $s{out} =~ /^pid (\d+)$/m;
+	$s{pid} = $1;
+	$s{out} = '';
+	push @bg_sessions, \%s;
+	return \%s;
+}
+
+sub bg_send
+{
+	my ($s, $sql) = @_;
+	$s->{n}++;
+	$s->{out} = '';
+	$s->{err} = '';
+	$sql .= ';' unless $sql =~ /;\s*$/;
+	$s->{in} .= "$sql\n\\echo done $s->{n}\n";
+	bg_pump_all();
+	return;
+}
+
+sub bg_finish
+{
+	my ($s) = @_;
+	$s->{run}->pump until $s->{out} =~ /^done $s->{n}$/m;
+	my $out = $s->{out};
+	$out =~ s/^done $s->{n}\n//m;
+	chomp($out);
+	return ($out, $s->{err});
+}
+
+sub bg_quit
+{
+	my ($s) = @_;
+	$s->{in} .= "\\q\n";
+	eval { $s->{run}->finish; };
+	@bg_sessions = grep { $_ != $s } @bg_sessions;
+	return;
+}
+
+# Poll $query on $node until it returns 't' (true when it did), pumping
+# the background sessions meanwhile.
+sub bg_poll
+{
+	my ($node, $query) = @_;
+	my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (Time::HiRes::time() < $deadline)
+	{
+		bg_pump_all();
+		return 1 if $node->safe_psql('postgres', $query) eq 't';
+		Time::HiRes::sleep(0.05);
+	}
+	return 0;
 }
 
 # The pid of $node's lease keeper (a child of its postmaster whose title

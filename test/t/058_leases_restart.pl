@@ -100,6 +100,27 @@ $node->restart;
 my $started = sql($node, 'SELECT extract(epoch FROM pg_postmaster_start_time())');
 check_after($node, 'restart', $live, $dead, $started, $max);
 
+# 1b. A restart slower than the leases' ttl: the server is down for longer
+# than either lease had left.  What counts is the last moment their state
+# was known (the stop), not the clock at the start: both are live then, so
+# both are carried over, and the live holder renews.
+($live, $dead) = take_leases($node, 'slow restart');
+$max = sql($node, 'SELECT fencing.latest_token()');
+$node->stop;
+sleep($ttl + 1);
+$node->start;
+$started = sql($node, 'SELECT extract(epoch FROM pg_postmaster_start_time())');
+check_after($node, 'slow restart', $live, $dead, $started, $max);
+
+# 1c. The same after a crash: the postmaster killed, down for longer than
+# the ttl.
+($live, $dead) = take_leases($node, 'slow crash');
+settle($node);
+$max = sql($node, 'SELECT fencing.latest_token()');
+kill9_and_restart($node, before_start => sub { sleep($ttl + 1) });
+$started = sql($node, 'SELECT extract(epoch FROM pg_postmaster_start_time())');
+check_after($node, 'slow crash', $live, $dead, $started, $max);
+
 # 2. SIGKILL of the postmaster, the records before the last checkpoint:
 # the file has them.
 ($live, $dead) = take_leases($node, 'file');
@@ -206,6 +227,8 @@ like($err, qr/cannot call fencing.renew_lease\(\) on a hot standby/,
 $max = sql($node, 'SELECT fencing.latest_token()');
 sleep($before);
 $node->stop('immediate');
+# promoted later than the leases' ttl after the primary's end
+sleep($ttl + 1);
 $standby->promote;
 $started = time();
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')

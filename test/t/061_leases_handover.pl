@@ -41,7 +41,8 @@ use Time::HiRes qw(sleep time);
 
 use lib "$FindBin::RealBin/../perl";
 use FencingTest qw(kill9_and_restart lease_keeper_pid lwlock_gate_module
-  libfaketime start_with_fake_clock set_fake_offset);
+  libfaketime start_with_fake_clock set_fake_offset bg_session bg_send bg_finish
+  bg_quit bg_pump_all bg_poll);
 
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $gate_so = lwlock_gate_module($tmp);
@@ -62,74 +63,12 @@ sub setup
 }
 setup();
 
-# A psql session whose statements run in the background: send_sql()
-# returns at once, finish() waits for the statements' end and returns what
-# they printed and what they raised.  IPC::Run writes a session's input
-# only while it is pumped: every wait of the test pumps all sessions.
-my @sessions;
-
-sub pump_all { $_->{run}->pump_nb for @sessions; return; }
-
-sub session
-{
-	my %s = (in => '', out => '', err => '', n => 0);
-	$s{run} = IPC::Run::start(
-		[ 'psql', '-X', '-At', '-v', 'ON_ERROR_STOP=0', '-v', 'VERBOSITY=verbose',
-			'-d', $node->connstr('postgres') ],
-		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	$s{in} .= "\\set VERBOSITY verbose\nSELECT 'pid ' || pg_backend_pid();\n";
-	$s{run}->pump until $s{out} =~ /^pid (\d+)$/m;
-	$s{pid} = $1;
-	$s{out} = '';
-	push @sessions, \%s;
-	return \%s;
-}
-
-sub send_sql
-{
-	my ($s, $sql) = @_;
-	$s->{n}++;
-	$s->{out} = '';
-	$s->{err} = '';
-	$sql .= ';' unless $sql =~ /;\s*$/;
-	$s->{in} .= "$sql\n\\echo done $s->{n}\n";
-	pump_all();
-	return;
-}
-
-sub finish
-{
-	my ($s) = @_;
-	$s->{run}->pump until $s->{out} =~ /^done $s->{n}$/m;
-	my $out = $s->{out};
-	$out =~ s/^done $s->{n}\n//m;
-	chomp($out);
-	return ($out, $s->{err});
-}
-
-sub quit
-{
-	my ($s) = @_;
-	$s->{in} .= "\\q\n";
-	$s->{run}->finish;
-	@sessions = grep { $_ != $s } @sessions;
-	return;
-}
-
-# Poll a query until it returns 't', pumping the sessions meanwhile.
-sub poll_pumping
-{
-	my ($query) = @_;
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while (time() < $deadline)
-	{
-		pump_all();
-		return 1 if sql($query) eq 't';
-		sleep(0.05);
-	}
-	return 0;
-}
+sub session { return bg_session($node); }
+sub send_sql { return bg_send(@_); }
+sub finish { return bg_finish(@_); }
+sub quit { return bg_quit(@_); }
+sub poll_pumping { return bg_poll($node, $_[0]); }
+sub pump_all { return bg_pump_all(); }
 
 # Wait until backend $pid waits for the lease table's LWLock.
 sub waits_for_table
