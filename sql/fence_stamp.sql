@@ -230,6 +230,53 @@ SET LOCAL fencing.token = :'token';
 INSERT INTO acct (id, balance) VALUES (51, length(set_config('fencing.token', :'newer', true)))
 	RETURNING fence = :'newer' AS stamped_with_the_later;
 ROLLBACK;
+-- A column default or a domain check is evaluated with the row, after a
+-- call that comes before it in the column order: one that changes the
+-- token would leave the row with the token the call read, where the
+-- trigger stamps the one in force when it fires.  Such tables keep the
+-- trigger's stamping (a serial's nextval() does not count): leaving the
+-- fence column out is then judged as giving it DEFAULT.
+CREATE TABLE late_unset (id int, fence bigint,
+	note text DEFAULT set_config('fencing.token', '', true));
+SELECT fencing.protect('late_unset');
+CREATE TABLE late_newer (id int, fence bigint,
+	note text DEFAULT set_config('fencing.token', :'newer', true));
+SELECT fencing.protect('late_newer');
+CREATE DOMAIN unsetting_text AS text CHECK (set_config('fencing.token', '', true) IS NOT NULL);
+CREATE TABLE late_domain (id int, fence bigint, note unsetting_text DEFAULT 'x');
+SELECT fencing.protect('late_domain');
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO late_unset (id) VALUES (1);
+EXPLAIN (VERBOSE, COSTS OFF) INSERT INTO late_domain (id) VALUES (1);
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_unset (id) VALUES (1);
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_unset (id, fence) VALUES (1, DEFAULT);
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+INSERT INTO late_newer (id) VALUES (2) RETURNING fence = :'newer' AS stamped_with_the_later;
+INSERT INTO late_newer (id, fence) VALUES (3, DEFAULT) RETURNING fence = :'newer' AS stamped_with_the_later;
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_domain (id) VALUES (4);
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_domain (id, fence) VALUES (4, DEFAULT);
+\set VERBOSITY default
+ROLLBACK;
+
 -- A fence trigger with a WHEN condition may not fire for the row the call
 -- builds (here it would skip every stamped row): the trigger stamps.
 CREATE TABLE when_null (id int, fence bigint);

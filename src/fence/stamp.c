@@ -27,9 +27,10 @@
  *	  whose levels is partitioned by the fence column (rows are routed
  *	  before any row trigger fires);
  *	- the target has no rules (a rule would see the call in NEW);
- *	- the statement's own column values call no volatile function (one
- *	  evaluated after the call could change fencing.token before the
- *	  trigger reads it);
+ *	- the statement's own column values call no volatile function, nor do
+ *	  the defaults of the columns it leaves out (nextval() aside), and no
+ *	  column is of a domain type, whose checks could (one evaluated after
+ *	  the call could change fencing.token before the trigger reads it);
  *	- on the table, or on every leaf, the only BEFORE ROW INSERT trigger
  *	  is one fence trigger, without a WHEN condition, which fires in this
  *	  session
@@ -67,8 +68,11 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
+#include "utils/fmgroids.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -202,6 +206,57 @@ stamp_column_assigned(Query *query, AttrNumber attnum)
 	return false;
 }
 
+/* A volatile function other than nextval(), which sets no setting. */
+static bool
+stamp_volatile_func(Oid funcid, void *context)
+{
+	return funcid != F_NEXTVAL && func_volatile(funcid) == PROVOLATILE_VOLATILE;
+}
+
+/*
+ * Whether an expression calls a volatile function other than nextval();
+ * an identity column's NextValueExpr calls none.
+ */
+static bool
+stamp_volatile_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, stamp_volatile_func, context))
+		return true;
+	return expression_tree_walker(node, stamp_volatile_walker, context);
+}
+
+/*
+ * Whether building a row of the INSERT into rel may run anything that
+ * could change fencing.token: a volatile call among the statement's
+ * values or the defaults of the columns it leaves out, or a domain's
+ * check on any column.
+ */
+static bool
+stamp_row_may_change_token(Query *query, Relation rel)
+{
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	AttrNumber	attnum;
+
+	if (stamp_volatile_walker((Node *) query->targetList, NULL))
+		return true;
+	for (attnum = 1; attnum <= tupdesc->natts; attnum++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(tupdesc, attnum - 1);
+
+		if (attr->attisdropped || attr->attgenerated != '\0')
+			continue;
+		if (get_typtype(attr->atttypid) == TYPTYPE_DOMAIN)
+			return true;
+		if ((attr->atthasdef || attr->attidentity != '\0') &&
+			!stamp_column_assigned(query, attnum) &&
+			stamp_volatile_walker(build_column_default(rel, attnum), NULL))
+			return true;
+	}
+	return false;
+}
+
 /*
  * The call that stands in for the fence column: fencing.token_in_force(),
  * looked up as the trigger's function is; NULL when this database's
@@ -239,7 +294,7 @@ stamp_target_column(Query *query, Relation rel)
 		return InvalidAttrNumber;
 	attnum = stamp_sole_fence_column(rel, funcid);
 	if (attnum <= 0 || stamp_column_assigned(query, attnum) ||
-		contain_volatile_functions((Node *) query->targetList))
+		stamp_row_may_change_token(query, rel))
 		return InvalidAttrNumber;
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE &&
 		!stamp_leaves_fenced(rel, funcid, stamp_column_name(rel, attnum)))
