@@ -146,6 +146,7 @@ static bool carried_valid = false;
  */
 pg_atomic_uint32 *fencing_lock_delay_count = NULL;
 pg_atomic_uint32 *fencing_lock_delay_folds = NULL;
+pg_atomic_uint32 *fencing_lock_delay_fold_filter = NULL;
 pg_atomic_uint32 *fencing_lock_delay_filter = NULL;
 uint32		fencing_lock_delay_filter_count = 0;
 
@@ -271,6 +272,8 @@ delay_filter_count(const FencingLockDelay *e, int one)
 
 	if (e->folded)
 	{
+		pg_atomic_fetch_add_u32(&fencing_lock_delay_fold_filter[lock_delay_fold_place(e->dboid, e->roleid)],
+								one);
 		pg_atomic_fetch_add_u32(fencing_lock_delay_folds, one);
 		return;
 	}
@@ -303,11 +306,11 @@ delay_remove(uint32 i)
 static void
 delay_fold_into(FencingLockDelay *into, const FencingLockDelay *from)
 {
+	/* counted out as it was, in as it is: its database and role may change */
+	delay_filter_count(into, -1);
 	if (!into->folded)
 	{
-		delay_filter_count(into, -1);
 		into->folded = true;
-		delay_filter_count(into, 1);
 		into->key = 0;
 		into->permit = 0;
 		into->permits = 0;
@@ -323,6 +326,7 @@ delay_fold_into(FencingLockDelay *into, const FencingLockDelay *from)
 		into->since = from->since;
 		into->pid = from->pid;
 	}
+	delay_filter_count(into, 1);
 }
 
 /*
@@ -464,7 +468,9 @@ fold_two_soonest(void)
 			b = i;
 	}
 	delay_fold_into(&delays->entries[a], &delays->entries[b]);
+	delay_filter_count(&delays->entries[a], -1);
 	delays->entries[a].roleid = InvalidOid;
+	delay_filter_count(&delays->entries[a], 1);
 	dboid = delays->entries[a].dboid;
 	delay_remove(b);
 	return dboid;
@@ -697,11 +703,14 @@ lock_delay_shmem_startup(void)
 		pg_atomic_init_u32(&delays->count, 0);
 		pg_atomic_init_u32(&delays->delay_ms, (uint32) lock_delay_ms);
 		pg_atomic_init_u32(&delays->folds, 0);
+		for (i = 0; i < LOCK_DELAY_FOLD_FILTER_SIZE; i++)
+			pg_atomic_init_u32(&delays->fold_filter[i], 0);
 		for (i = 0; i < lock_delay_filter_size(table_capacity); i++)
 			pg_atomic_init_u32(&lock_delay_table_filter(delays, table_capacity)[i], 0);
 	}
 	fencing_lock_delay_count = &delays->count;
 	fencing_lock_delay_folds = &delays->folds;
+	fencing_lock_delay_fold_filter = delays->fold_filter;
 	fencing_lock_delay_filter = lock_delay_table_filter(delays, table_capacity);
 	fencing_lock_delay_filter_count = lock_delay_filter_size(table_capacity);
 	LWLockRelease(AddinShmemInitLock);

@@ -18,8 +18,8 @@
  *	- the dirty ring: each entry changed since the file last got it, once,
  *	  oldest first;
  *	- the number of entries of each role, for fencing.max_leases_per_role;
- *	- the filter of the grant paths: a counter per bucket of (database,
- *	  key), read without the lock.
+ *	- the filter of the grant paths: counters at three places per
+ *	  (database, key), read without the lock.
  *
  * Whoever changes the table holds its LWLock exclusively (leases.c,
  * lease_store.c); every operation here costs O(log n) at most.  An entry
@@ -56,6 +56,7 @@ typedef struct LeaseRoleCount
 LeaseTable *fencing_lease_table = NULL;
 Lease	   *fencing_lease_entries = NULL;
 pg_atomic_uint32 *fencing_lease_filter = NULL;
+uint32		fencing_lease_filter_mask = 0;
 
 static uint32 *lease_index = NULL;
 static int32 *lease_free = NULL;
@@ -74,6 +75,17 @@ lease_index_slots(int capacity)
 	return slots;
 }
 
+/* Counters of the grant filter: a power of two. */
+static uint32
+lease_filter_slots(int capacity)
+{
+	uint32		slots = LEASE_GRANT_FILTER_MIN;
+
+	while (slots < (uint64) capacity * LEASE_GRANT_FILTER_PER_ENTRY)
+		slots <<= 1;
+	return slots;
+}
+
 /* The bytes of the arrays that follow the table's header. */
 static Size
 lease_arrays_size(int capacity)
@@ -83,7 +95,9 @@ lease_arrays_size(int capacity)
 
 	size = add_size(size, MAXALIGN(mul_size(capacity, sizeof(Lease))));
 	/* the free stack, two heaps and the dirty ring */
-	return add_size(size, mul_size(4, MAXALIGN(mul_size(capacity, sizeof(int32)))));
+	size = add_size(size, mul_size(4, MAXALIGN(mul_size(capacity, sizeof(int32)))));
+	return add_size(size, mul_size(lease_filter_slots(capacity),
+								   sizeof(pg_atomic_uint32)));
 }
 
 /* Bytes of shared memory the table takes for this many entries. */
@@ -114,6 +128,9 @@ lease_arrays_locate(char *base, int capacity)
 	lease_heaps[LEASE_HEAP_ENDED] = (int32 *) p;
 	p += ints;
 	lease_dirty = (int32 *) p;
+	p += ints;
+	fencing_lease_filter = (pg_atomic_uint32 *) p;
+	fencing_lease_filter_mask = lease_filter_slots(capacity) - 1;
 }
 
 /* An empty table of the given capacity. */
@@ -132,8 +149,8 @@ lease_table_init(LeaseTable *table, int capacity, uint32 index_mask)
 	pg_atomic_init_u64(&table->file_seq, 0);
 	pg_atomic_init_u32(&table->flushing, 0);
 	ConditionVariableInit(&table->flushed);
-	for (i = 0; i < FENCING_LEASE_FILTER_SIZE; i++)
-		pg_atomic_init_u32(&table->filter[i], 0);
+	for (i = 0; i <= (int) fencing_lease_filter_mask; i++)
+		pg_atomic_init_u32(&fencing_lease_filter[i], 0);
 	for (i = 0; i < LEASE_CV_COUNT; i++)
 		ConditionVariableInit(&table->cvs[i]);
 	memset(lease_index, 0, sizeof(uint32) * (index_mask + 1));
@@ -164,8 +181,6 @@ fencing_lease_table_attach(int capacity)
 	if (!found)
 		lease_table_init(fencing_lease_table, capacity,
 						 lease_index_slots(capacity) - 1);
-	fencing_lease_filter = fencing_lease_table->filter;
-
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(Oid);
 	info.entrysize = sizeof(LeaseRoleCount);
@@ -181,11 +196,16 @@ lease_home(Oid dboid, int64 key)
 	return fencing_lease_hash(dboid, key) & fencing_lease_table->index_mask;
 }
 
-/* The filter counter of (database, key). */
-static inline pg_atomic_uint32 *
-lease_filter_counter(Oid dboid, int64 key)
+/* Count an entry of (database, key) in (one) or out (-1) of the grant filter. */
+static void
+lease_filter_count(Oid dboid, int64 key, int one)
 {
-	return &fencing_lease_table->filter[fencing_lease_bucket(dboid, key)];
+	uint64		hash = fencing_lease_filter_hash(dboid, key);
+	int			probe;
+
+	for (probe = 0; probe < LEASE_GRANT_FILTER_PROBES; probe++)
+		pg_atomic_fetch_add_u32(&fencing_lease_filter[fencing_lease_filter_place(hash, probe)],
+								one);
 }
 
 /* The entry of (database, key), or -1. */
@@ -527,7 +547,7 @@ fencing_lease_put(int entry, const LeaseData *data, uint64 seq)
 	lease_index_insert(entry);
 	lease_heap_place(entry, true);
 	lease_dirty_push(entry);
-	pg_atomic_fetch_add_u32(lease_filter_counter(data->dboid, data->key), 1);
+	lease_filter_count(data->dboid, data->key, 1);
 	pg_write_barrier();
 	table->count++;
 	return entry;
@@ -548,7 +568,7 @@ fencing_lease_load_at(int entry, const LeaseData *data, uint64 seq)
 	lease_write(lease, data, true, seq);
 	lease_index_insert(entry);
 	lease_heap_place(entry, true);
-	pg_atomic_fetch_add_u32(lease_filter_counter(data->dboid, data->key), 1);
+	lease_filter_count(data->dboid, data->key, 1);
 	fencing_lease_table->count++;
 }
 
@@ -579,8 +599,8 @@ fencing_lease_remove(int entry, uint64 seq)
 {
 	LeaseTable *table = fencing_lease_table;
 	Lease	   *lease = &fencing_lease_entries[entry];
-	pg_atomic_uint32 *counter = lease_filter_counter(lease->data.dboid,
-													 lease->data.key);
+	Oid			dboid = lease->data.dboid;
+	int64		key = lease->data.key;
 
 	Assert(lease->in_use);
 	lease_index_delete(lease_slot_of(entry));
@@ -590,7 +610,7 @@ fencing_lease_remove(int entry, uint64 seq)
 	lease_dirty_push(entry);
 	lease_free[table->nfree++] = entry;
 	table->count--;
-	pg_atomic_fetch_sub_u32(counter, 1);
+	lease_filter_count(dboid, key, -1);
 }
 
 /*

@@ -176,9 +176,14 @@ extern void fencing_lock_registry_rows(void (*fn) (const FencingLockSlotData *co
  * filter: counters that every delay of a name (not folded) adds one to at
  * LOCK_DELAY_FILTER_PROBES places chosen by its database, key and permit,
  * so that a grant whose places all read 0, while no delay is folded
- * (folds), knows without the lock that no delay concerns it.  Counters
- * and folds change only under the lock held exclusively.
+ * (folds), knows without the lock that no delay concerns it.  A folded
+ * delay counts in fold_filter at the place of its (database, role), either
+ * of them InvalidOid for "every", so that while folds exist a grant looks
+ * at the table only when one may concern its own database and role.
+ * Counters and folds change only under the lock held exclusively.
  */
+#define LOCK_DELAY_FOLD_FILTER_SIZE	64
+
 typedef struct LockDelayTable
 {
 	LWLock	   *lock;
@@ -186,6 +191,7 @@ typedef struct LockDelayTable
 	pg_atomic_uint32 count;
 	pg_atomic_uint32 delay_ms;
 	pg_atomic_uint32 folds;		/* entries that are folded */
+	pg_atomic_uint32 fold_filter[LOCK_DELAY_FOLD_FILTER_SIZE];
 	FencingLockDelay entries[FLEXIBLE_ARRAY_MEMBER];
 } LockDelayTable;
 
@@ -266,7 +272,16 @@ lock_delay_filter_place(uint64 hash, int probe, uint32 size)
 	return (uint32) (hash >> (probe * 21)) & (size - 1);
 }
 
+/* The fold filter's place of a folded delay of (database, role). */
+static inline uint32
+lock_delay_fold_place(Oid dboid, Oid roleid)
+{
+	return (uint32) (lock_delay_filter_hash(dboid, (int64) roleid, 0) %
+					 LOCK_DELAY_FOLD_FILTER_SIZE);
+}
+
 extern pg_atomic_uint32 *fencing_lock_delay_folds;
+extern pg_atomic_uint32 *fencing_lock_delay_fold_filter;
 extern pg_atomic_uint32 *fencing_lock_delay_filter;
 extern uint32 fencing_lock_delay_filter_count;
 extern pg_atomic_uint32 *fencing_lock_delay_count;
@@ -280,8 +295,25 @@ extern int	fencing_lock_delay_ms(void);
 extern void fencing_lock_delay_also_clear(int (*clear) (bool every, int64 key));
 
 /*
+ * Whether no folded delay concerns this database and this session's role:
+ * none of (database, role), (database, every role), (every database,
+ * role), (every database, every role) counts one.
+ */
+static inline bool
+fencing_lock_delay_folds_clear(void)
+{
+	Oid			roleid = GetSessionUserId();
+
+	return pg_atomic_read_u32(&fencing_lock_delay_fold_filter[lock_delay_fold_place(MyDatabaseId, roleid)]) == 0 &&
+		pg_atomic_read_u32(&fencing_lock_delay_fold_filter[lock_delay_fold_place(MyDatabaseId, InvalidOid)]) == 0 &&
+		pg_atomic_read_u32(&fencing_lock_delay_fold_filter[lock_delay_fold_place(InvalidOid, roleid)]) == 0 &&
+		pg_atomic_read_u32(&fencing_lock_delay_fold_filter[lock_delay_fold_place(InvalidOid, InvalidOid)]) == 0;
+}
+
+/*
  * Whether the filter says that no delay concerns (key, permit) in this
- * database: no folded delay, and a 0 at one of its places.
+ * database: no folded delay of this database and role, and a 0 at one of
+ * its places.
  */
 static inline bool
 fencing_lock_delay_filter_clear(int64 key, int permit)
@@ -290,7 +322,8 @@ fencing_lock_delay_filter_clear(int64 key, int permit)
 	int			probe;
 
 	pg_read_barrier();
-	if (pg_atomic_read_u32(fencing_lock_delay_folds) != 0)
+	if (unlikely(pg_atomic_read_u32(fencing_lock_delay_folds) != 0) &&
+		!fencing_lock_delay_folds_clear())
 		return false;
 	hash = lock_delay_filter_hash(MyDatabaseId, key, permit);
 	for (probe = 0; probe < LOCK_DELAY_FILTER_PROBES; probe++)
@@ -499,10 +532,22 @@ extern bool fencing_lock_wait_with_timeout(const LOCKTAG *tag,
 #define FENCING_LEASE_HOLDER_MAX_BYTES	256
 
 /*
- * The filter of the grant paths: counters of the entries of the table by
- * bucket of (database, key).  A power of two.
+ * The buckets of (database, key) that the waiters' condition variables and
+ * the record of each bucket's last change go by.  A power of two.
  */
 #define FENCING_LEASE_FILTER_SIZE	4096
+
+/*
+ * The filter of the grant paths: counters that every entry adds one to at
+ * LEASE_GRANT_FILTER_PROBES places chosen by its database and key, so
+ * that a grant whose places are not all non-zero knows without the lock
+ * that no lease holds its name.  LEASE_GRANT_FILTER_PER_ENTRY counters per
+ * entry of the table, at least LEASE_GRANT_FILTER_MIN: at a full table
+ * about one grant in 300 looks at the table.
+ */
+#define LEASE_GRANT_FILTER_PER_ENTRY	16
+#define LEASE_GRANT_FILTER_MIN			4096
+#define LEASE_GRANT_FILTER_PROBES		3
 
 /*
  * Waiters for a leased name sleep on one of these, chosen by the name's
@@ -587,9 +632,9 @@ typedef struct Lease
  * have held (the file's moment, the newest record's), used when the
  * server starts serving; serving is set once it has.
  *
- * filter[b] counts the entries whose (database, key) hash to bucket b, so
- * that a grant on a name no lease holds costs one atomic read; it is
- * changed only under the lock, read without it.
+ * The grant filter (fencing_lease_filter, after the table's arrays) is
+ * changed only under the lock and read without it: a grant on a name no
+ * lease holds costs one atomic read, or a few.
  */
 typedef struct LeaseTable
 {
@@ -612,7 +657,6 @@ typedef struct LeaseTable
 	ConditionVariable flushed;
 	uint64		bucket_seq[FENCING_LEASE_FILTER_SIZE];
 	XLogRecPtr	bucket_lsn[FENCING_LEASE_FILTER_SIZE];
-	pg_atomic_uint32 filter[FENCING_LEASE_FILTER_SIZE];
 	ConditionVariable cvs[LEASE_CV_COUNT];
 } LeaseTable;
 
@@ -627,6 +671,7 @@ typedef enum LeaseState
 extern LeaseTable *fencing_lease_table;
 extern Lease *fencing_lease_entries;
 extern pg_atomic_uint32 *fencing_lease_filter;
+extern uint32 fencing_lease_filter_mask;
 
 extern Size fencing_lease_table_size(int capacity);
 extern bool fencing_lease_table_attach(int capacity);
@@ -656,6 +701,29 @@ static inline uint32
 fencing_lease_bucket(Oid dboid, int64 key)
 {
 	return fencing_lease_hash(dboid, key) & (FENCING_LEASE_FILTER_SIZE - 1);
+}
+
+/*
+ * The grant filter's places of (database, key): slices of one 64-bit mix
+ * (splitmix64's finaliser).
+ */
+static inline uint64
+fencing_lease_filter_hash(Oid dboid, int64 key)
+{
+	uint64		x = (uint64) key ^ ((uint64) dboid * UINT64CONST(0x9E3779B97F4A7C15));
+
+	x ^= x >> 30;
+	x *= UINT64CONST(0xBF58476D1CE4E5B9);
+	x ^= x >> 27;
+	x *= UINT64CONST(0x94D049BB133111EB);
+	x ^= x >> 31;
+	return x;
+}
+
+static inline uint32
+fencing_lease_filter_place(uint64 hash, int probe)
+{
+	return (uint32) (hash >> (probe * 21)) & fencing_lease_filter_mask;
 }
 
 /* The condition variable the waiters for (database, key) sleep on. */
@@ -737,15 +805,17 @@ extern FencingLeaseRow *fencing_lease_snapshot(int *count);
  * When the lease on a name of this database, or the lock-delay it left,
  * ends, or 0 when there is none: the check of every grant path, made while
  * holding the name's core lock.  Raises FN002 when the key is leased under
- * another name.  With no lease in the key's bucket, one atomic read.
+ * another name.  With no lease anywhere, one atomic read; with many, a few.
  */
 static inline TimestampTz
 fencing_lease_refuses(int64 key, const char *name, int namelen)
 {
-	uint32		bucket = fencing_lease_bucket(MyDatabaseId, key);
+	uint64		hash = fencing_lease_filter_hash(MyDatabaseId, key);
+	int			probe;
 
-	if (likely(pg_atomic_read_u32(&fencing_lease_filter[bucket]) == 0))
-		return 0;
+	for (probe = 0; probe < LEASE_GRANT_FILTER_PROBES; probe++)
+		if (likely(pg_atomic_read_u32(&fencing_lease_filter[fencing_lease_filter_place(hash, probe)]) == 0))
+			return 0;
 	return fencing_lease_until(key, name, namelen);
 }
 
