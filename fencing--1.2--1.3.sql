@@ -10,6 +10,29 @@
  * are schema-qualified, as in the install script.
  */
 
+-- renew_lease's ttl had a default; a call that leaves out a defaulted
+-- argument has it read back from the catalog and parsed at every parse
+-- analysis.  Two functions take the same calls.  A default cannot be
+-- removed in place: the function is made again (its ACL with it; PUBLIC
+-- may execute both).
+DROP FUNCTION fencing.renew_lease(text, bigint, interval);
+
+CREATE FUNCTION fencing.renew_lease(name text, token bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'fencing_renew_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.renew_lease(text, bigint) IS
+'extend the lease held with token to now + the ttl it was taken with and return the new expiry; FN004 when it is not held with token';
+
+CREATE FUNCTION fencing.renew_lease(name text, token bigint, ttl interval)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'fencing_renew_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.renew_lease(text, bigint, interval) IS
+'extend the lease held with token to now + ttl (NULL: the ttl it was taken with) and return the new expiry; FN004 when it is not held with token';
+
 COMMENT ON FUNCTION fencing.use_lease(text, bigint) IS
 'first statement of each transaction of a lease holder''s work: FN004 unless held with token, raises the resource fence of name to token as check_fence does, sets this transaction''s fencing.token, then renews the lease';
 

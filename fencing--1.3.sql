@@ -197,8 +197,18 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION fencing.acquire_lease(text, interval, interval, text) IS
 'take name for ttl, held by the server after COMMIT, ROLLBACK and disconnect until released or not renewed for ttl; a fresh token, or NULL when the name stays busy for timeout (NULL: no wait)';
 
-CREATE FUNCTION fencing.renew_lease(name text, token bigint,
-									ttl interval DEFAULT NULL)
+-- Two functions rather than a default for ttl: a call that leaves out a
+-- defaulted argument has it read back from the catalog and parsed at
+-- every parse analysis, the most a renewal costs on top of the lock.
+CREATE FUNCTION fencing.renew_lease(name text, token bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'fencing_renew_lease'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION fencing.renew_lease(text, bigint) IS
+'extend the lease held with token to now + the ttl it was taken with and return the new expiry; FN004 when it is not held with token';
+
+CREATE FUNCTION fencing.renew_lease(name text, token bigint, ttl interval)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'fencing_renew_lease'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -139,6 +139,14 @@ DROP TABLE kept_leases;
 -- without one, by the ttl the lease was taken with.
 SELECT fencing.renew_lease('nightly invoices', :t, '2 minutes') - now() > '1 minute 50 seconds' AS renewed_for_two_minutes;
 SELECT fencing.renew_lease('NIGHTLY INVOICES', :t) - now() < '1 minute 10 seconds' AS renewed_for_its_ttl;
+-- Every way of calling it: positional, named, ttl given, ttl NULL, ttl
+-- left out (two functions, no default read back at each call).
+SELECT fencing.renew_lease(name => 'nightly invoices', token => :t) - now() < '1 minute 10 seconds' AS named,
+	   fencing.renew_lease(token => :t, name => 'nightly invoices', ttl => '3 minutes') - now() > '2 minutes' AS named_ttl,
+	   fencing.renew_lease('nightly invoices', :t, NULL) - now() < '1 minute 10 seconds' AS ttl_null;
+SELECT p.oid::regprocedure AS function, p.pronargdefaults AS defaults
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = 'fencing' AND p.proname = 'renew_lease' ORDER BY 1::text;
 SELECT token = :t AS same_token, renewed_at > acquired_at AS renewed FROM fencing.leases
 WHERE name = 'nightly invoices';
 
