@@ -78,6 +78,8 @@ sub check_after
 		"$tag: it counts as renewed when the new server started serving");
 	is(sql($n, "SELECT fencing.acquire_lease('dead $tag', '1 minute') IS NULL"), 't',
 		"$tag: nobody else gets the name before it ends");
+	is(sql($n, "BEGIN; SELECT fencing.try_lock('dead $tag') IS NULL; ROLLBACK"), 't',
+		"$tag: nor a transaction's lock of it");
 	my ($new, $at) = split /\|/, sql($n,
 		"SELECT fencing.acquire_lease('dead $tag', '1 minute', '10 seconds'), extract(epoch FROM clock_timestamp())");
 	like($new, qr/^\d+$/, "$tag: a new holder gets the name once it ended");
