@@ -46,7 +46,7 @@ die()
 }
 
 # The release version: META.json's top-level "version" (three spaces in),
-# checked against the control file's default_version (1.2 for 1.2.0).
+# checked against the control file's default_version (1.3 for 1.3.0).
 dist_version()
 {
 	local ref=$1 meta control version default_version
