@@ -143,7 +143,7 @@ typedef struct LeaseFileHeader
 typedef struct LeaseFileSlot
 {
 	uint32		state;			/* LEASE_SLOT_USED, else free */
-	pg_crc32c	crc;			/* of everything after it */
+	pg_crc32c	crc;			/* of the state and everything after crc */
 	uint64		seq;
 	LeaseData	data;
 } LeaseFileSlot;
@@ -649,13 +649,14 @@ lease_header_crc(const LeaseFileHeader *header)
 	return crc;
 }
 
-/* The CRC of a slot after its crc field. */
+/* The CRC of a slot: its state, and everything after its crc field. */
 static pg_crc32c
 lease_slot_crc(const LeaseFileSlot *slot)
 {
 	pg_crc32c	crc;
 
 	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &slot->state, sizeof(slot->state));
 	COMP_CRC32C(crc, &slot->seq, sizeof(LeaseFileSlot) - offsetof(LeaseFileSlot, seq));
 	FIN_CRC32C(crc);
 	return crc;
