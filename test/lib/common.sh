@@ -118,6 +118,8 @@ suites|pg_prove|cmd:pg_prove|libtap-parser-sourcehandler-pgtap-perl
 suites|prove|cmd:prove|perl
 suites|Perl modules of the TAP files|sh:perl -MTest::More -MTime::HiRes -MUnicode::Normalize -MEncode -MList::Util -MFile::Temp -e1|perl
 suites|IPC::Run (perl -MIPC::Run -e1)|sh:perl -MIPC::Run -e1|libipc-run-perl
+suites|gdb (TAP tests stop a backend at a breakpoint)|cmd:gdb|gdb
+suites|libfaketime (TAP tests step a server's clock)|sh:ls /usr/lib/*/faketime/libfaketime.so.1|libfaketime
 suites|pgbouncer|x:/usr/sbin/pgbouncer|pgbouncer
 suites|psycopg (python3 -c 'import psycopg')|sh:python3 -c 'import psycopg'|python3-psycopg
 suites|psycopg for /usr/bin/python3|sh:/usr/bin/python3 -c 'import psycopg'|python3-psycopg

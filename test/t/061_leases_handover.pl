@@ -24,9 +24,13 @@
 # 4. A crash just after a break: break_lease returned the token, then the
 #    postmaster is killed: the lease stays broken.
 # 5. A crash just after clear_lock_delays ended a lapsed lease's delay: the
-#    delay does not come back.
+#    delay does not come back.  And a lease taken while the keeper is
+#    stopped survives a crash restart: the postmaster copies it.
 # 6. A clock that steps back after a lapse was told (with a lock-delay,
 #    so that the ended entry stays): the lease stays ended.
+# 7. A clock that steps back between an acquisition's look at the table
+#    and its entry (the acquisition stopped there by gdb): a renewal in
+#    between keeps the lease, and the acquisition takes nothing.
 
 use strict;
 use warnings;
@@ -263,13 +267,29 @@ sql('ALTER SYSTEM RESET fencing.lock_delay');
 sql('SELECT pg_reload_conf()');
 sql('SELECT fencing.release_lease(name, token) FROM fencing.leases');
 
+# 5b. A lease taken while the keeper is stopped, then a crash restart (the
+# keeper killed): only the postmaster's copy of the table, as it lets go
+# of shared memory, writes it down; its WAL record was never flushed.
+settle();
+my $keeper = lease_keeper_pid($node);
+kill('STOP', $keeper);
+my $late = sql("SELECT fencing.acquire_lease('late', '1 hour')");
+kill('KILL', $keeper);
+my $deadline = time() + 60;
+sleep(0.2) until (lease_keeper_pid($node) // $keeper) != $keeper || time() > $deadline;
+ok($node->poll_query_until('postgres', 'SELECT true'), 'copy: the server restarts after its keeper was killed');
+setup();
+like(sql("SELECT fencing.renew_lease('late', $late)"), qr/^\d{4}-/,
+	'copy: the lease taken while the keeper was stopped survives the crash restart');
+sql('SELECT fencing.release_lease(name, token) FROM fencing.leases');
+
 $node->stop;
 
 # --- 6. the clock steps back after a lapse was told --------------------------
 
 SKIP:
 {
-	skip 'libfaketime is not installed', 2 unless libfaketime();
+	skip 'libfaketime is not installed', 6 unless libfaketime();
 	my $offset_file = "$tmp/clock_offset";
 	set_fake_offset($offset_file, '+0');
 	my $faked = PostgreSQL::Test::Cluster->new('leases_clock_back');
@@ -287,6 +307,44 @@ SKIP:
 	($rc, $out, $err) = $faked->psql('postgres', "SELECT fencing.renew_lease('clock', $back)");
 	like($err, qr/not held with token $back/,
 		'clock: a minute back, the ended lease is still not renewable');
+	set_fake_offset($offset_file, '+0');
+
+	# 7. The clock steps back between an acquisition's look at the table
+	# and its entry: a backend stopped by gdb at that instant (at its
+	# fencing_issue_token call, between the two), the keeper stopped so
+	# that nobody notes the lapse.  A renewal in between, on the clock as
+	# it now reads, renews the lease; the acquisition, looking again under
+	# the lock that writes, finds it held and takes nothing.
+	$faked->safe_psql('postgres', "ALTER SYSTEM SET fencing.lock_delay = 0");
+	$faked->reload;
+	$faked->poll_query_until('postgres', "SELECT current_setting('fencing.lock_delay') = '0'");
+	my $stepped = $faked->safe_psql('postgres', "SELECT fencing.acquire_lease('stepped', '2 seconds')");
+	my $keeper = lease_keeper_pid($faked);
+	kill('STOP', $keeper);
+	sleep(2.5);
+	my $acquirer = bg_session($faked);
+	my ($gdb_in, $gdb_out) = ('', '');
+	my $gdb = IPC::Run::start(
+		[ 'gdb', '-q', '-nx', '-p', $acquirer->{pid} ],
+		'<', \$gdb_in, '>&', \$gdb_out,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$gdb_in .= "set pagination off\nset confirm off\nset breakpoint pending on\n"
+	  . "break fencing_issue_token\ncontinue\n";
+	$gdb->pump until $gdb_out =~ /Continuing\./;
+	bg_send($acquirer, "SELECT coalesce(fencing.acquire_lease('stepped', '1 minute')::text, 'busy')");
+	$gdb->pump until $gdb_out =~ /Breakpoint 1, .*fencing_issue_token/;
+	pass('step: the acquisition is stopped after its look at the table');
+	set_fake_offset($offset_file, '-30');
+	like($faked->safe_psql('postgres', "SELECT fencing.renew_lease('stepped', $stepped)"), qr/^\d{4}-/,
+		'step: on the clock stepped back, the holder renews');
+	$gdb_in .= "detach\nquit\n";
+	$gdb->finish;
+	my ($taken) = bg_finish($acquirer);
+	is($taken, 'busy', 'step: the acquisition finds the lease held under the lock that writes, and takes nothing');
+	is($faked->safe_psql('postgres', "SELECT token FROM fencing.leases WHERE name = 'stepped'"), $stepped,
+		'step: the holder keeps its lease');
+	bg_quit($acquirer);
+	kill('CONT', $keeper);
 	$faked->stop;
 }
 
