@@ -277,6 +277,25 @@ INSERT INTO late_domain (id, fence) VALUES (4, DEFAULT);
 \set VERBOSITY default
 ROLLBACK;
 
+-- A volatile call in a subquery among the statement's values runs with
+-- the row too, after a call that comes before it in the column order:
+-- the same as a column default, the trigger must stamp what counts when
+-- it fires (leaving the column out is judged as giving it DEFAULT).
+CREATE TABLE late_sublink (id int, fence bigint, note text);
+SELECT fencing.protect('late_sublink');
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_sublink (id, note) VALUES (1, (SELECT set_config('fencing.token', '', true)));
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_sublink (id, fence, note) VALUES (1, DEFAULT, (SELECT set_config('fencing.token', '', true)));
+\set VERBOSITY default
+ROLLBACK;
+
 -- A fence trigger with a WHEN condition may not fire for the row the call
 -- builds (here it would skip every stamped row): the trigger stamps.
 CREATE TABLE when_null (id int, fence bigint);
