@@ -296,6 +296,23 @@ INSERT INTO late_sublink (id, fence, note) VALUES (1, DEFAULT, (SELECT set_confi
 \set VERBOSITY default
 ROLLBACK;
 
+-- A column of an array of a domain type runs the domain's check on each
+-- element, with the row, as a domain column does.
+CREATE TABLE late_domain_array (id int, fence bigint, notes unsetting_text[]);
+SELECT fencing.protect('late_domain_array');
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_domain_array (id, notes) VALUES (1, ARRAY['x']);
+\set VERBOSITY default
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = :'token';
+\set VERBOSITY sqlstate
+INSERT INTO late_domain_array (id, fence, notes) VALUES (1, DEFAULT, ARRAY['x']);
+\set VERBOSITY default
+ROLLBACK;
+
 -- A fence trigger with a WHEN condition may not fire for the row the call
 -- builds (here it would skip every stamped row): the trigger stamps.
 CREATE TABLE when_null (id int, fence bigint);
