@@ -1,0 +1,57 @@
+
+# Copyright (c) 2026, the fencing developers
+#
+# 074_review_clear_unnoted_lapse.pl -- fencing.clear_lock_delays() does
+# not end the lock-delay of a lease whose lapse nobody has noted yet
+# (src/locks/leases.c, lease_clear_delays: it looks only at the heap of
+# ended entries, while a lapsed entry stays in the heap of live ones
+# until the keeper, a renewal or an acquisition notes its end).  With a
+# slow or stopped keeper, the operator's clear ends nothing, says 0, and
+# the name stays refused for the whole delay.
+#
+# fencing.lock_delay = 1h; a lease of 1 second lapses while the keeper is
+# stopped; the name is under the delay (acquire_lease gives NULL);
+# clear_lock_delays('x') should end it (1) and free the name.
+
+use strict;
+use warnings;
+
+use FindBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+use lib "$FindBin::RealBin/../perl";
+use FencingTest qw(lease_keeper_pid);
+
+my $node = PostgreSQL::Test::Cluster->new('review_clear_unnoted');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'fencing'\nfencing.lock_delay = '1h'\n");
+$node->start;
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+sql('CREATE EXTENSION fencing');
+
+my $keeper = lease_keeper_pid($node);
+ok(defined $keeper, 'the keeper runs');
+kill('STOP', $keeper);
+
+sql("SELECT fencing.acquire_lease('x', '1 second')");
+my $expiry = sql("SELECT extract(epoch FROM expires_at) FROM fencing.leases WHERE name = 'x'");
+my $now = sql('SELECT extract(epoch FROM clock_timestamp())');
+while ($now < $expiry + 0.3)
+{
+	sleep(0.05);
+	$now = sql('SELECT extract(epoch FROM clock_timestamp())');
+}
+is(sql("SELECT fencing.acquire_lease('x', '1 minute') IS NULL"), 't',
+	'the lapsed lease keeps its name under the lock-delay');
+is(sql("SELECT fencing.clear_lock_delays('x')"), '1',
+	'clear_lock_delays ends the delay of the lapsed lease');
+like(sql("SELECT fencing.acquire_lease('x', '1 minute')"), qr/^\d+$/,
+	'and the name can be taken');
+
+kill('CONT', $keeper);
+$node->stop;
+done_testing();
