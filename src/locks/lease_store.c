@@ -359,8 +359,9 @@ lease_redo(XLogReaderState *record)
 	if (rec.at > table->last_known)
 		table->last_known = rec.at;
 	i = fencing_lease_find(rec.lease.dboid, rec.lease.key);
-	if (i >= 0 && fencing_lease_entries[i].seq >= rec.seq)
-		;						/* the entry is newer */
+	if (rec.seq <= table->file_covered ||
+		(i >= 0 && fencing_lease_entries[i].seq >= rec.seq))
+		;						/* the file or the entry is newer */
 	else if (info == XLOG_FENCING_LEASE_PUT)
 	{
 		if (i < 0 && table->nfree == 0)
@@ -565,7 +566,7 @@ lease_start_serving(void)
 {
 	LeaseTable *table = fencing_lease_table;
 	TimestampTz heard = lease_last_heard();
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	int			delay_ms = fencing_lock_delay_ms();
 	int		   *entries;
 	int			count;
@@ -579,6 +580,7 @@ lease_start_serving(void)
 		LWLockRelease(table->lock);
 		return;
 	}
+	now = GetCurrentTimestamp();
 	heard = Max(heard, table->last_known);
 	entries = lease_entries_in_use(&count);
 	for (i = 0; i < count; i++)
@@ -600,6 +602,16 @@ lease_start_serving(void)
 		(void) fencing_lease_put(e, &data,
 								 fencing_lease_log(XLOG_FENCING_LEASE_PUT, &data, now));
 		kept++;
+	}
+	/*
+	 * What changed before the start (redo, the file) is not known bucket by
+	 * bucket: whoever tells an end first waits for all of it, in the file
+	 * and at the synchronous standbys.
+	 */
+	for (i = 0; i < FENCING_LEASE_FILTER_SIZE; i++)
+	{
+		table->bucket_seq[i] = table->seq;
+		table->bucket_lsn[i] = GetXLogInsertRecPtr();
 	}
 	table->serving = true;
 	LWLockRelease(table->lock);
@@ -750,26 +762,63 @@ lease_known_moment(void)
 }
 
 /*
+ * Put the entries a failed write took out of the dirty ring back into it,
+ * so that the next write writes them.
+ */
+static void
+lease_file_retake(const int *taken, int ntaken)
+{
+	int			i;
+
+	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
+	for (i = 0; i < ntaken; i++)
+		fencing_lease_dirty_again(taken[i]);
+	LWLockRelease(fencing_lease_table->lock);
+}
+
+/*
+ * Take up to max entries out of the dirty ring into taken (their slots into
+ * slots) and return how many; *lsn is the newest record then, which WAL
+ * must be flushed to before the slots are written.
+ */
+static int
+lease_file_take(int *taken, LeaseFileSlot *slots, int max, XLogRecPtr *lsn)
+{
+	int			n = 0;
+
+	LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
+	while (n < max && (taken[n] = fencing_lease_dirty_pop()) >= 0)
+	{
+		lease_slot_fill(&slots[n], &fencing_lease_entries[taken[n]]);
+		n++;
+	}
+	*lsn = fencing_lease_table->last_lsn;
+	LWLockRelease(fencing_lease_table->lock);
+	return n;
+}
+
+/*
  * Write to the file every entry that was dirty when this began, and fsync:
  * then every change up to the number read at the start is on disk, which
  * file_seq says.  WAL is flushed up to the records of what each slot gets
  * before it gets it.  The caller holds the right to write the file
- * (lease_flush_begin).  On a failure, reported at elevel, the entries not
- * written stay dirty; returns whether it went.
+ * (lease_flush_begin).  On a failure every entry taken goes back into the
+ * ring before the failure is reported at elevel; returns whether it went.
  */
 static bool
 lease_file_flush(int elevel)
 {
 	LeaseTable *table = fencing_lease_table;
 	LeaseFileSlot *slots = palloc(sizeof(LeaseFileSlot) * LEASE_FLUSH_CHUNK);
-	int			entries[LEASE_FLUSH_CHUNK];
 	TimestampTz heard = RecoveryInProgress() ? lease_last_heard() : 0;
 	TimestampTz known;
-
 	uint64		seq;
+	int		   *taken;
+	int			ntaken = 0;
 	int			todo;
 	int			fd;
-	bool		ok = true;
+	int			saved_errno = 0;
+	bool		synced = true;
 
 	if ((fd = lease_file_open(elevel)) < 0)
 	{
@@ -781,46 +830,62 @@ lease_file_flush(int elevel)
 	seq = table->seq;
 	known = Max(lease_known_moment(), heard);
 	LWLockRelease(table->lock);
+	taken = palloc(sizeof(int) * Max(todo, 1));
 
-	while (ok && todo > 0)
+	while (saved_errno == 0 && ntaken < todo)
 	{
 		XLogRecPtr	lsn;
-		int			n = 0;
+		int			n = lease_file_take(&taken[ntaken], slots,
+										Min(todo - ntaken, LEASE_FLUSH_CHUNK), &lsn);
 		int			j;
 
-		LWLockAcquire(table->lock, LW_EXCLUSIVE);
-		while (n < Min(todo, LEASE_FLUSH_CHUNK) &&
-			   (entries[n] = fencing_lease_dirty_pop()) >= 0)
-		{
-			lease_slot_fill(&slots[n], &fencing_lease_entries[entries[n]]);
-			n++;
-		}
-		lsn = table->last_lsn;
-		LWLockRelease(table->lock);
 		if (n == 0)
 			break;
-		todo -= n;
-
 		if (!RecoveryInProgress() && !XLogRecPtrIsInvalid(lsn))
 			XLogFlush(lsn);
-		for (j = 0; ok && j < n; j++)
-			ok = lease_file_pwrite(fd, &slots[j], sizeof(LeaseFileSlot),
-								   lease_slot_offset(entries[j]), elevel);
-		if (!ok)
+		for (j = 0; saved_errno == 0 && j < n; j++)
 		{
-			/* what did not reach the file waits in the ring again */
-			LWLockAcquire(table->lock, LW_EXCLUSIVE);
-			for (j = 0; j < n; j++)
-				fencing_lease_dirty_again(entries[j]);
-			LWLockRelease(table->lock);
+			errno = 0;
+			if (pg_pwrite(fd, &slots[j], sizeof(LeaseFileSlot),
+						  lease_slot_offset(taken[ntaken + j])) != sizeof(LeaseFileSlot))
+				saved_errno = errno != 0 ? errno : ENOSPC;
+		}
+		ntaken += n;
+	}
+	if (saved_errno == 0)
+	{
+		LeaseFileHeader header;
+
+		lease_header_fill(&header, seq, known);
+		errno = 0;
+		if (pg_pwrite(fd, &header, sizeof(header), 0) != sizeof(header))
+			saved_errno = errno != 0 ? errno : ENOSPC;
+		else if (pg_fdatasync(fd) != 0)
+		{
+			saved_errno = errno;
+			synced = false;
 		}
 	}
-	ok = ok && lease_file_finish(fd, seq, known, elevel);
 	CloseTransientFile(fd);
 	pfree(slots);
-	if (ok && seq > pg_atomic_read_u64(&table->file_seq))
+
+	if (saved_errno != 0)
+	{
+		lease_file_retake(taken, ntaken);
+		pfree(taken);
+		errno = saved_errno;
+		ereport(synced ? elevel : data_sync_elevel(elevel),
+				(errcode_for_file_access(),
+				 synced ?
+				 errmsg("could not write file \"%s\": %m", LEASE_FILE) :
+				 errmsg("could not fsync file \"%s\": %m", LEASE_FILE),
+				 errdetail("The fencing lease changes not yet in it are only in WAL; they are written again at the next try.")));
+		return false;
+	}
+	pfree(taken);
+	if (seq > pg_atomic_read_u64(&table->file_seq))
 		pg_atomic_write_u64(&table->file_seq, seq);
-	return ok;
+	return true;
 }
 
 /*
@@ -972,11 +1037,18 @@ static bool
 lease_file_load(int entry, const LeaseData *data, uint64 seq)
 {
 	LeaseData	d = *data;
+	int			dup;
 
 	if (d.flags & LEASE_FLAG_BROKEN)
 		d.flags |= LEASE_FLAG_ENDED;
-	if (fencing_lease_find(d.dboid, d.key) >= 0)
-		return true;			/* a duplicate: the first one stands */
+	dup = fencing_lease_find(d.dboid, d.key);
+	if (dup >= 0)
+	{
+		/* two slots of one name (a write cut short): the later change stands */
+		if (fencing_lease_entries[dup].seq >= seq)
+			return true;
+		fencing_lease_remove(dup, seq);
+	}
 	if (entry >= 0)
 		fencing_lease_load_at(entry, &d, seq);
 	else if (fencing_lease_table->nfree > 0)
@@ -998,6 +1070,13 @@ lease_file_read_slots(int fd, const LeaseFileHeader *header, int *dropped)
 	bool		in_place = header->capacity == (uint32) fencing_lease_table->capacity;
 	uint32		first;
 	int			bad = 0;
+
+	/*
+	 * In place, every entry goes to its own slot, not through the free
+	 * stack, which fencing_lease_loaded() makes anew: empty until then.
+	 */
+	if (in_place)
+		fencing_lease_table->nfree = 0;
 
 	for (first = 0; first < header->capacity; first += LEASE_FLUSH_CHUNK)
 	{
@@ -1080,6 +1159,7 @@ lease_file_read_v1(int fd, int *dropped)
 			!lease_file_load(-1, &entries[i], header.seq))
 			(*dropped)++;
 	fencing_lease_table->seq = Max(fencing_lease_table->seq, header.seq);
+	fencing_lease_table->file_covered = header.seq;
 	fencing_lease_table->last_known = header.last_known;
 	pfree(entries);
 }
@@ -1122,6 +1202,7 @@ lease_file_read(void)
 	else
 	{
 		fencing_lease_table->seq = header.seq;
+		fencing_lease_table->file_covered = header.seq;
 		fencing_lease_table->last_known = header.last_known;
 		in_place = lease_file_read_slots(fd, &header, &dropped);
 	}
@@ -1254,8 +1335,8 @@ lease_keeper_sweep(void)
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		now = GetCurrentTimestamp();
 		LWLockAcquire(fencing_lease_table->lock, LW_EXCLUSIVE);
+		now = GetCurrentTimestamp();
 		done = fencing_lease_lapse_due(now, LEASE_SWEEP_CHUNK);
 		next = fencing_lease_next_event(now);
 		LWLockRelease(fencing_lease_table->lock);

@@ -622,7 +622,10 @@ typedef struct Lease
  *
  * seq numbers the changes; every change is a WAL record that carries its
  * number, and the entry and its file slot carry the number of their last
- * change, so that redo never takes an entry back to an older state.
+ * change, so that redo never takes an entry back to an older state; redo
+ * skips the records up to file_covered altogether, the changes the file
+ * read at start already held (a name released since would otherwise come
+ * back for a while and need an entry).
  * bucket_seq[b] and bucket_lsn[b] are the number and the record of the
  * last change of an entry of filter bucket b: what must be on disk before
  * a caller is told that a lease of that bucket ended.  file_seq says that
@@ -648,6 +651,7 @@ typedef struct LeaseTable
 	int			dirty_count;
 	bool		serving;
 	uint64		seq;
+	uint64		file_covered;	/* every change up to it was in the file at start */
 	TimestampTz last_known;
 	XLogRecPtr	last_lsn;		/* of the newest record */
 	Latch	   *keeper_latch;

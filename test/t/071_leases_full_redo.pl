@@ -1,20 +1,17 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 076_review_full_redo.pl -- crash recovery with a full lease table drops
-# a live lease (src/locks/lease_store.c, lease_redo and
-# lease_redo_make_room).  Redo applies a record to an entry only when the
-# entry is older, but a name the file no longer has (released, its entry
-# reused) is no entry at all, so an older record of that name is applied:
-# in a full table that needs room, and redo makes it by dropping the live
-# lease that expires soonest, a lease nobody released.  The later records
-# then take the replayed name away again, and the innocent lease stays
-# lost: its holder, alive all along, gets FN004 after a crash restart
-# (LL5; LL7: a full table disturbs nothing else).
+# 071_leases_full_redo.pl -- crash recovery with a full lease table keeps
+# every live lease (LL5; LL7: a full table disturbs nothing else).  Redo
+# skips the records of changes the state file already held when the
+# server started (src/locks/lease_store.c, file_covered), so an older
+# record of a name released since (its entry reused) does not come back
+# and need an entry.
 #
 # fencing.max_leases = 16, all taken (by a superuser, so no share
 # applies); a checkpoint; then n1 is renewed and released and n17 takes
-# its entry; the keeper writes the file; the postmaster is killed.
+# its entry; the keeper writes the file; the postmaster is killed; after
+# the restart all 16 holders renew.
 
 use strict;
 use warnings;

@@ -1,30 +1,17 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 070_review_flush_error.pl -- a backend's write of the lease file that
-# fails with an ERROR loses the dirty entries it had taken out of the
-# ring (src/locks/lease_store.c, lease_file_flush(ERROR) through
-# lease_flush_or_raise); later "durable" answers rest on a file that does
-# not have them (LL2').
+# 065_leases_file_errors.pl -- a write of the lease state file that fails
+# loses nothing (src/locks/lease_store.c, lease_file_flush): the entries
+# it took from the dirty ring go back into it before the error is raised,
+# and a later write writes them (LL2').
 #
 # fencing.lock_delay is an hour, so that the broken entry stays in the
-# table (with no delay the keeper would drop it at once and write that).
-#
-# 1. A lease "victim" is acquired for an hour and reaches the file (the
-#    keeper writes it); the keeper is then stopped.
-# 2. The disk is full for the lease file (a link to /dev/full stands in
-#    for it) while an operator breaks the lease: break_lease makes
-#    the break durable itself, takes every dirty entry out of the ring,
-#    and its first slot write fails: ERROR.  The entries are not put back.
-#    The disk has room again (the file is back).
-# 3. The holder renews: FN004 "broken" (it is told the lease ended, after
-#    its own "make durable", which finds nothing dirty and declares every
-#    change on disk).
-# 4. A clean restart: the postmaster writes only dirty entries, the
-#    shutdown checkpoint leaves nothing to redo, the file still has the
-#    lease live, and the start of service carries it over.
-# 5. The holder's renewal succeeds: a lease that a caller was told had
-#    ended is renewable again.
+# table.  A lease reaches the file; the keeper is stopped; the disk is
+# full for the file (a link to /dev/full stands in for it) while an
+# operator breaks the lease, whose write fails; the disk has room again;
+# the holder's renewal makes the break durable and gets FN004; after a
+# clean restart the lease is still broken.
 
 use strict;
 use warnings;

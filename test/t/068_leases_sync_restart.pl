@@ -1,23 +1,18 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 073_review_sync_restart.pl -- after a restart of the primary, an end of
-# a lease from before the restart is told without the synchronous
-# standby's confirmation (src/locks/lease_store.c: bucket_seq and
-# bucket_lsn, what fencing_lease_durable_of asks to be made durable,
-# start at zero in the new shared memory), and a promotion of that
-# standby makes the lease renewable again (LL2').
+# 068_leases_sync_restart.pl -- after the primary restarts, the end of a
+# lease from before the restart is told (FN004) only once the synchronous
+# standby has it, and a promotion of that standby keeps it ended (LL2';
+# src/locks/lease_store.c: at the start of service, whoever tells an end
+# first waits for everything the server knew at its start).
 #
-# 1. A primary with a synchronous standby; a lease "lapsing" of 3 seconds
-#    reaches the standby.  The standby stops (it hears nothing more).
-# 2. The lease lapses on the primary: its keeper notes the lapse and drops
-#    the entry (fencing.lock_delay 0), records flushed locally only.
-# 3. The primary restarts cleanly.
-# 4. The holder renews: the standby never confirmed the lapse, so the
-#    answer must wait for it (as 062 shows without the restart); on this
-#    code FN004 comes at once.
-# 5. The primary dies, the standby starts and is promoted: it carries the
-#    lease over, and the holder that was told FN004 renews it.
+# A primary with a synchronous standby; a lease of 3 seconds reaches the
+# standby; the standby stops; the lease lapses on the primary, whose
+# keeper ends and drops it; the primary restarts cleanly; the holder's
+# renewal waits for the standby (SyncRep); the standby starts again and
+# confirms; the holder gets FN004; the primary dies, the standby is
+# promoted, and the lease is still not renewable there.
 
 use strict;
 use warnings;
@@ -79,15 +74,21 @@ while (time() < $deadline)
 	sleep(0.05);
 }
 ok($waits, 'after the restart, the renewal is not answered before the synchronous standby has the lapse');
-if (!$waits)
+if ($waits)
+{
+	$standby->start;
+	my ($out, $err) = bg_finish($holder);
+	like($err, qr/FN004/, 'once the standby has it, the holder gets FN004');
+}
+else
 {
 	my ($out, $err) = bg_finish($holder);
 	like($err, qr/FN004/, 'the holder got FN004 while the standby could not know');
-	bg_quit($holder);
 }
+bg_quit($holder);
 
 $primary->kill9;
-$standby->start;
+$standby->start if !$waits;
 $standby->promote;
 ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'the standby is promoted');
