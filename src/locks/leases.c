@@ -107,6 +107,12 @@ static int	max_leases = 1024;
 /* GUC fencing.max_leases_per_role: -1 for a quarter of fencing.max_leases */
 static int	max_leases_per_role = -1;
 
+/*
+ * A role that holds this many leases or more does not get the table's
+ * reserve (lease_check_room).
+ */
+#define LEASE_RESERVE_FLOOR		2
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -232,23 +238,43 @@ lease_collision(const char *name, int namelen, const char *other,
 }
 
 /*
- * The slow path of fencing_lease_refuses(): the key's bucket has entries.
- * When the lease on the name, or the lock-delay it left, ends; 0 when
- * there is none.  A lease under another name with the same key is FN002.
+ * The slow path of fencing_lease_refuses(): the filter has entries at the
+ * key's places.  When the lease on the name, or the lock-delay it left,
+ * ends; 0 when there is none.  A lease under another name with the same
+ * key is FN002.  A lease found past its expiry with its end not yet noted
+ * has it noted first, under the lock held exclusively, before a grant
+ * goes ahead on its name: else a clock stepped back could make it
+ * renewable beside that grant.
  */
 TimestampTz
 fencing_lease_until(int64 key, const char *name, int namelen)
 {
 	TimestampTz until = 0;
 	TimestampTz now;
+	LWLockMode	mode = LW_SHARED;
+	bool		noted = false;
 	int			otherlen = -1;
 	char		other[FENCING_NAME_MAX_BYTES];
 	int			i;
 
 	fencing_lease_ensure_serving();
-	LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
-	now = GetCurrentTimestamp();
-	i = fencing_lease_find(MyDatabaseId, key);
+	for (;;)
+	{
+		LWLockAcquire(fencing_lease_table->lock, mode);
+		now = GetCurrentTimestamp();
+		i = fencing_lease_find(MyDatabaseId, key);
+		if (i < 0 || fencing_lease_ended(&fencing_lease_entries[i].data) ||
+			now < fencing_lease_entries[i].data.expires_at)
+			break;
+		if (mode == LW_EXCLUSIVE)
+		{
+			fencing_lease_note_end(i, now);
+			noted = true;
+			break;
+		}
+		LWLockRelease(fencing_lease_table->lock);
+		mode = LW_EXCLUSIVE;
+	}
 	if (i >= 0 &&
 		fencing_lease_state(&fencing_lease_entries[i], now, &until) != LEASE_GONE &&
 		!lease_named(&fencing_lease_entries[i].data, name, namelen))
@@ -257,6 +283,8 @@ fencing_lease_until(int64 key, const char *name, int namelen)
 		memcpy(other, fencing_lease_entries[i].data.name, otherlen);
 	}
 	LWLockRelease(fencing_lease_table->lock);
+	if (noted)
+		fencing_lease_changed();
 
 	if (otherlen >= 0)
 		lease_collision(name, namelen, other, otherlen, key);
@@ -290,6 +318,16 @@ fencing_lease_sleep(int64 key, const char *name, int namelen,
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* Is entry e a lease of this database that keeps its name under its delay? */
+static bool
+lease_delayed_here(int e, TimestampTz now)
+{
+	TimestampTz until;
+
+	return fencing_lease_entries[e].data.dboid == MyDatabaseId &&
+		fencing_lease_state(&fencing_lease_entries[e], now, &until) == LEASE_DELAYED;
+}
+
 /*
  * For fencing.clear_lock_delays() (delay.c), an operator's call: end
  * the lock-delays that lapsed and broken leases left on the name with this
@@ -306,6 +344,7 @@ lease_clear_delays(bool every, int64 key)
 	int			ndelayed = 0;
 	LeaseDurable durable;
 	TimestampTz now;
+	int			heap;
 	int			e;
 	int			pos;
 	int			i;
@@ -313,21 +352,28 @@ lease_clear_delays(bool every, int64 key)
 	fencing_lease_ensure_serving();
 	LWLockAcquire(table->lock, LW_EXCLUSIVE);
 	now = GetCurrentTimestamp();
-	delayed = palloc(sizeof(int) * Max(table->heap_count[LEASE_HEAP_ENDED], 1));
-	for (pos = 0; (e = fencing_lease_heap_entry(LEASE_HEAP_ENDED, pos)) >= 0; pos++)
+	delayed = palloc(sizeof(int) * Max(table->count, 1));
+	if (!every)
 	{
-		TimestampTz until;
-
-		if (fencing_lease_entries[e].data.dboid == MyDatabaseId &&
-			(every || fencing_lease_entries[e].data.key == key) &&
-			fencing_lease_state(&fencing_lease_entries[e], now, &until) == LEASE_DELAYED)
+		e = fencing_lease_find(MyDatabaseId, key);
+		if (e >= 0 && lease_delayed_here(e, now))
 			delayed[ndelayed++] = e;
+	}
+	else
+	{
+		/* a lapse nobody noted yet is still in the heap of live leases */
+		for (heap = LEASE_HEAP_LIVE; heap <= LEASE_HEAP_ENDED; heap++)
+			for (pos = 0; (e = fencing_lease_heap_entry(heap, pos)) >= 0; pos++)
+				if (lease_delayed_here(e, now))
+					delayed[ndelayed++] = e;
 	}
 	/* each drop moves entries in the heap: drop after the whole look */
 	for (i = 0; i < ndelayed; i++)
 	{
-		LeaseData	data = fencing_lease_entries[delayed[i]].data;
+		LeaseData	data;
 
+		fencing_lease_note_end(delayed[i], now);
+		data = fencing_lease_entries[delayed[i]].data;
 		fencing_lease_remove(delayed[i],
 							 fencing_lease_log(XLOG_FENCING_LEASE_DROP, &data, now));
 		ConditionVariableBroadcast(fencing_lease_cv(MyDatabaseId, data.key));
@@ -600,17 +646,39 @@ lease_wait_over(bool wait, TimestampTz deadline)
 }
 
 /*
- * Make room for a new entry in a full table: note the lapses that are
- * due and drop the entries whose delay is over, the soonest first.
- * Whether there is room now.  Exclusive lock held.
+ * Make room until want entries are free, if entries are gone: drop those
+ * whose delay is over, the soonest first, and note the lapse of a lease
+ * whose delay would be over by now (then drop it), one at a time, so
+ * that nothing is done that frees no entry.  Whether there is room now.
+ * Exclusive lock held.
  */
 static bool
-lease_make_room(TimestampTz now)
+lease_make_room(TimestampTz now, int want)
 {
-	while (fencing_lease_table->nfree == 0 &&
-		   fencing_lease_lapse_due(now, 64) > 0)
-		;
-	return fencing_lease_table->nfree > 0;
+	int			delay_ms = fencing_lock_delay_ms();
+
+	while (fencing_lease_table->nfree < want)
+	{
+		int			e = fencing_lease_heap_top(LEASE_HEAP_ENDED);
+
+		if (e >= 0 &&
+			TimestampTzPlusMilliseconds(fencing_lease_entries[e].data.expires_at,
+										delay_ms) <= now)
+		{
+			LeaseData	data = fencing_lease_entries[e].data;
+
+			fencing_lease_remove(e, fencing_lease_log(XLOG_FENCING_LEASE_DROP,
+													  &data, now));
+			continue;
+		}
+		e = fencing_lease_heap_top(LEASE_HEAP_LIVE);
+		if (e < 0 ||
+			TimestampTzPlusMilliseconds(fencing_lease_entries[e].data.expires_at,
+										delay_ms) > now)
+			break;
+		fencing_lease_note_end(e, now);
+	}
+	return fencing_lease_table->nfree >= want;
 }
 
 /* The most entries a role may have: fencing.max_leases_per_role in force. */
@@ -623,16 +691,21 @@ lease_role_limit(void)
 }
 
 /*
- * Refuse a new lease that finds no room: the table full, or the caller's
- * role at its limit (those of other roles are not touched).  i is the
- * entry the lease would replace (-1: a new one).  Exclusive lock held; it
- * is let go of before the error.
+ * Refuse a new lease that finds no room (those of other roles are not
+ * touched): the caller's role at its share, the table full, or the table's
+ * reserve reached by a role that holds LEASE_RESERVE_FLOOR leases or more.
+ * The reserve, the last eighth of the table, is for roles that hold fewer:
+ * roles that each stay within their share cannot together take the table
+ * from a role that holds none.  i is the entry the lease would replace
+ * (-1: a new one).  Exclusive lock held; it is let go of before an error.
  */
 static void
 lease_check_room(const LeaseRequest *req, int i, TimestampTz now)
 {
-	int			held;
+	int			held = 0;
 	int			limit;
+	int			reserve = Max(fencing_lease_table->capacity / 8, 1);
+	bool		in_reserve;
 
 	if (!req->caller_is_superuser)
 	{
@@ -652,16 +725,26 @@ lease_check_room(const LeaseRequest *req, int i, TimestampTz now)
 					 errhint("Release leases that are no longer needed, or raise fencing.max_leases_per_role.")));
 		}
 	}
-	if (i < 0 && !lease_make_room(now))
-	{
-		LWLockRelease(fencing_lease_table->lock);
+	if (i >= 0)
+		return;
+	in_reserve = !req->caller_is_superuser && held >= LEASE_RESERVE_FLOOR;
+	if (lease_make_room(now, in_reserve ? reserve + 1 : 1))
+		return;
+	LWLockRelease(fencing_lease_table->lock);
+	if (in_reserve && fencing_lease_table->nfree > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many fencing leases held at once"),
-				 errdetail("All %d entries of fencing.max_leases are held or keep a name under its lock-delay; no lease was taken.",
-						   fencing_lease_table->capacity),
+				 errmsg("role \"%s\" holds too many fencing leases",
+						GetUserNameFromId(req->caller, false)),
+				 errdetail("Only the last %d entries of the lease table are free, and they are kept for roles that hold fewer than %d leases; it holds %d. No lease was taken.",
+						   reserve, LEASE_RESERVE_FLOOR, held),
 				 errhint("Release leases that are no longer needed, or raise fencing.max_leases (it takes effect at server restart).")));
-	}
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("too many fencing leases held at once"),
+			 errdetail("All %d entries of fencing.max_leases are held or keep a name under its lock-delay; no lease was taken.",
+					   fencing_lease_table->capacity),
+			 errhint("Release leases that are no longer needed, or raise fencing.max_leases (it takes effect at server restart).")));
 }
 
 /*
@@ -1020,58 +1103,82 @@ fencing_break_lease(PG_FUNCTION_ARGS)
  * The views.
  */
 
+/* Entries a view copies per hold of the table's lock. */
+#define LEASE_VIEW_CHUNK	4096
+
+/* Copy what the views show of entry e at now into *row; false when gone. */
+static bool
+lease_row_fill(FencingLeaseRow *row, int e, TimestampTz now)
+{
+	const Lease *lease = &fencing_lease_entries[e];
+	const LeaseData *d = &lease->data;
+	TimestampTz until;
+	LeaseState	state;
+
+	if (!lease->in_use ||
+		(state = fencing_lease_state(lease, now, &until)) == LEASE_GONE)
+		return false;
+	row->dboid = d->dboid;
+	row->roleid = d->roleid;
+	row->key = d->key;
+	row->token = d->token;
+	row->acquired_at = d->acquired_at;
+	row->renewed_at = d->renewed_at;
+	row->expires_at = d->expires_at;
+	row->delayed_until = state == LEASE_DELAYED ? until : 0;
+	row->namelen = d->namelen;
+	memcpy(row->name, d->name, d->namelen);
+	row->holderlen = d->holderlen;
+	if (d->holderlen > 0)
+		memcpy(row->holder, d->holder, d->holderlen);
+	return true;
+}
+
 /*
  * The leases held and those keeping their name under a lock-delay, for
  * fencing.leases and fencing.locks; *count is set.  As for the locks
  * (lock_registry.c), a lease's name is for members of pg_read_all_stats
  * and for roles with the privileges of the session user that acquired it;
  * here its token and holder too, since the token is what renews and
- * releases a lease.
+ * releases a lease.  The entries are copied a chunk per hold of the lock,
+ * so that a read of a large table does not hold every change back for
+ * long: each row is as its entry was, the rows are not one instant's.
  */
 FencingLeaseRow *
 fencing_lease_snapshot(int *count)
 {
 	Oid			me = GetUserId();
 	bool		see_all = has_privs_of_role(me, ROLE_PG_READ_ALL_STATS);
-	TimestampTz now;
-	FencingLeaseRow *rows;
-	int			heap;
-	int			pos;
-	int			e;
+	int			capacity = fencing_lease_table->capacity;
+	int			room = 64;
+	FencingLeaseRow *rows = palloc(sizeof(FencingLeaseRow) * room);
+	int			first;
 	int			i;
 
 	*count = 0;
 	fencing_lease_ensure_serving();
-	LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
-	now = GetCurrentTimestamp();
-	rows = palloc(sizeof(FencingLeaseRow) * Max(fencing_lease_table->count, 1));
-	for (heap = LEASE_HEAP_LIVE; heap <= LEASE_HEAP_ENDED; heap++)
-		for (pos = 0; (e = fencing_lease_heap_entry(heap, pos)) >= 0; pos++)
-		{
-			const Lease *lease = &fencing_lease_entries[e];
-			const LeaseData *d = &lease->data;
-			FencingLeaseRow *row = &rows[*count];
-			TimestampTz until;
-			LeaseState	state = fencing_lease_state(lease, now, &until);
+	for (first = 0; first < capacity; first += LEASE_VIEW_CHUNK)
+	{
+		int			last = Min(first + LEASE_VIEW_CHUNK, capacity);
+		TimestampTz now;
+		int			e;
 
-			if (state == LEASE_GONE)
-				continue;
-			row->dboid = d->dboid;
-			row->roleid = d->roleid;
-			row->key = d->key;
-			row->token = d->token;
-			row->acquired_at = d->acquired_at;
-			row->renewed_at = d->renewed_at;
-			row->expires_at = d->expires_at;
-			row->delayed_until = state == LEASE_DELAYED ? until : 0;
-			row->namelen = d->namelen;
-			memcpy(row->name, d->name, d->namelen);
-			row->holderlen = d->holderlen;
-			if (d->holderlen > 0)
-				memcpy(row->holder, d->holder, d->holderlen);
-			(*count)++;
+		LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
+		now = GetCurrentTimestamp();
+		if (*count + (last - first) > room)
+		{
+			/* not under the lock: a failed allocation must not leave it held */
+			LWLockRelease(fencing_lease_table->lock);
+			room = Max(room * 2, *count + (last - first));
+			rows = repalloc(rows, sizeof(FencingLeaseRow) * room);
+			LWLockAcquire(fencing_lease_table->lock, LW_SHARED);
+			now = GetCurrentTimestamp();
 		}
-	LWLockRelease(fencing_lease_table->lock);
+		for (e = first; e < last; e++)
+			if (lease_row_fill(&rows[*count], e, now))
+				(*count)++;
+		LWLockRelease(fencing_lease_table->lock);
+	}
 
 	/* role membership is looked up in the catalogs: not under the lock */
 	for (i = 0; i < *count; i++)

@@ -29,8 +29,8 @@
 # 6. A clock that steps back after a lapse was told (with a lock-delay,
 #    so that the ended entry stays): the lease stays ended.
 # 7. A clock that steps back between an acquisition's look at the table
-#    and its entry (the acquisition stopped there by gdb): a renewal in
-#    between keeps the lease, and the acquisition takes nothing.
+#    and its entry (the acquisition stopped there by gdb): the look noted
+#    the lapse, so a renewal in between is refused; nobody holds the name.
 
 use strict;
 use warnings;
@@ -312,9 +312,12 @@ SKIP:
 	# 7. The clock steps back between an acquisition's look at the table
 	# and its entry: a backend stopped by gdb at that instant (at its
 	# fencing_issue_token call, between the two), the keeper stopped so
-	# that nobody notes the lapse.  A renewal in between, on the clock as
-	# it now reads, renews the lease; the acquisition, looking again under
-	# the lock that writes, finds it held and takes nothing.
+	# that only the look can note the lapse.  The look noted the lease's
+	# end before it let the acquisition go on: a renewal in between, on
+	# the clock as it now reads, raises FN004; the acquisition, which
+	# looks again under the lock that writes, finds the clock before the
+	# end and takes nothing (the name is free once the clock has passed
+	# it again).
 	$faked->safe_psql('postgres', "ALTER SYSTEM SET fencing.lock_delay = 0");
 	$faked->reload;
 	$faked->poll_query_until('postgres', "SELECT current_setting('fencing.lock_delay') = '0'");
@@ -335,14 +338,16 @@ SKIP:
 	$gdb->pump until $gdb_out =~ /Breakpoint 1, .*fencing_issue_token/;
 	pass('step: the acquisition is stopped after its look at the table');
 	set_fake_offset($offset_file, '-30');
-	like($faked->safe_psql('postgres', "SELECT fencing.renew_lease('stepped', $stepped)"), qr/^\d{4}-/,
-		'step: on the clock stepped back, the holder renews');
+	($rc, $out, $err) = $faked->psql('postgres', "SELECT fencing.renew_lease('stepped', $stepped)");
+	like($err, qr/not held with token $stepped/,
+		'step: on the clock stepped back, the renewal is refused: the look noted the end');
 	$gdb_in .= "detach\nquit\n";
 	$gdb->finish;
 	my ($taken) = bg_finish($acquirer);
-	is($taken, 'busy', 'step: the acquisition finds the lease held under the lock that writes, and takes nothing');
-	is($faked->safe_psql('postgres', "SELECT token FROM fencing.leases WHERE name = 'stepped'"), $stepped,
-		'step: the holder keeps its lease');
+	is($taken, 'busy',
+		'step: the acquisition, on the clock stepped back to before the end, waits for it');
+	is($faked->safe_psql('postgres', "SELECT count(*) FROM fencing.leases WHERE name = 'stepped'"), 0,
+		'step: nobody holds the name');
 	bg_quit($acquirer);
 	kill('CONT', $keeper);
 	$faked->stop;

@@ -1,22 +1,17 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 071_review_clock_back_lock.pl -- a transaction's lock granted on the
-# name of a lapsed lease does not end that lease (src/locks/leases.c,
-# fencing_lease_until, under the table's lock held shared): with the
-# keeper stopped, nothing notes the lapse, and once the server's clock
-# steps back the lapsed lease is renewed while the lock is held.  Two
-# holders of one name (LL1; LL1': the grant decided on the lease's state
-# and wrote nothing; "an ended lease stays ended, also when the clock
-# steps back", doc/guarantees.md).
+# 066_leases_clock_back_grant.pl -- a transaction's lock granted on the
+# name of a lapsed lease notes the lease's end first
+# (src/locks/leases.c, fencing_lease_until), so that a clock stepped back
+# afterwards does not make the lease renewable beside the lock (LL1,
+# LL1'; an ended lease stays ended).
 #
-# 1. A lease on "x" for 2 seconds; the keeper is stopped (a slow keeper),
-#    fencing.lock_delay is 0 (the default).
-# 2. After the expiry, a session takes fencing.try_lock('x') and keeps
-#    its transaction open: granted, the lease having lapsed.
-# 3. The clock steps back a minute (libfaketime).
-# 4. The lease's holder renews: it should get FN004; on this code the
-#    renewal succeeds, and fencing.locks shows the name held twice.
+# A lease on "x" for 2 seconds; the keeper is stopped (nothing else notes
+# the lapse); after the expiry a session takes try_lock('x') and keeps its
+# transaction open; the clock steps back a minute (libfaketime); the
+# lease's holder renews and gets FN004, and fencing.locks shows one
+# holder.
 
 use strict;
 use warnings;

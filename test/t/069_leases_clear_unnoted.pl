@@ -1,17 +1,13 @@
 
 # Copyright (c) 2026, the fencing developers
 #
-# 074_review_clear_unnoted_lapse.pl -- fencing.clear_lock_delays() does
-# not end the lock-delay of a lease whose lapse nobody has noted yet
-# (src/locks/leases.c, lease_clear_delays: it looks only at the heap of
-# ended entries, while a lapsed entry stays in the heap of live ones
-# until the keeper, a renewal or an acquisition notes its end).  With a
-# slow or stopped keeper, the operator's clear ends nothing, says 0, and
-# the name stays refused for the whole delay.
+# 069_leases_clear_unnoted.pl -- fencing.clear_lock_delays() ends the
+# lock-delay of a lease whose lapse nobody has noted yet (the keeper is
+# slow or stopped: the entry is still among the live ones), and says so.
 #
 # fencing.lock_delay = 1h; a lease of 1 second lapses while the keeper is
 # stopped; the name is under the delay (acquire_lease gives NULL);
-# clear_lock_delays('x') should end it (1) and free the name.
+# clear_lock_delays('x') ends it (1) and frees the name.
 
 use strict;
 use warnings;
