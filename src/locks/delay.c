@@ -306,27 +306,33 @@ delay_remove(uint32 i)
 static void
 delay_fold_into(FencingLockDelay *into, const FencingLockDelay *from)
 {
-	/* counted out as it was, in as it is: its database and role may change */
+	FencingLockDelay folded = *into;
+
+	if (!folded.folded)
+	{
+		folded.folded = true;
+		folded.key = 0;
+		folded.permit = 0;
+		folded.permits = 0;
+		folded.mode = FENCING_LOCK_EXCLUSIVE;
+		folded.namelen = 0;
+	}
+	if (folded.dboid != from->dboid)
+		folded.dboid = InvalidOid;
+	if (folded.roleid != from->roleid)
+		folded.roleid = InvalidOid;
+	if (from->since > folded.since)
+	{
+		folded.since = from->since;
+		folded.pid = from->pid;
+	}
+	/*
+	 * Counted in as it becomes before out as it was: a grant that reads the
+	 * filters without the lock meanwhile sees it in one of them at least.
+	 */
+	delay_filter_count(&folded, 1);
 	delay_filter_count(into, -1);
-	if (!into->folded)
-	{
-		into->folded = true;
-		into->key = 0;
-		into->permit = 0;
-		into->permits = 0;
-		into->mode = FENCING_LOCK_EXCLUSIVE;
-		into->namelen = 0;
-	}
-	if (into->dboid != from->dboid)
-		into->dboid = InvalidOid;
-	if (into->roleid != from->roleid)
-		into->roleid = InvalidOid;
-	if (from->since > into->since)
-	{
-		into->since = from->since;
-		into->pid = from->pid;
-	}
-	delay_filter_count(into, 1);
+	*into = folded;
 }
 
 /*
@@ -468,9 +474,15 @@ fold_two_soonest(void)
 			b = i;
 	}
 	delay_fold_into(&delays->entries[a], &delays->entries[b]);
-	delay_filter_count(&delays->entries[a], -1);
-	delays->entries[a].roleid = InvalidOid;
-	delay_filter_count(&delays->entries[a], 1);
+	if (OidIsValid(delays->entries[a].roleid))
+	{
+		FencingLockDelay every_role = delays->entries[a];
+
+		every_role.roleid = InvalidOid;
+		delay_filter_count(&every_role, 1);
+		delay_filter_count(&delays->entries[a], -1);
+		delays->entries[a] = every_role;
+	}
 	dboid = delays->entries[a].dboid;
 	delay_remove(b);
 	return dboid;
