@@ -27,10 +27,12 @@
  *	  whose levels is partitioned by the fence column (rows are routed
  *	  before any row trigger fires);
  *	- the target has no rules (a rule would see the call in NEW);
- *	- the statement's own column values call no volatile function, nor do
- *	  the defaults of the columns it leaves out (nextval() aside), and no
- *	  column is of a domain type, whose checks could (one evaluated after
- *	  the call could change fencing.token before the trigger reads it);
+ *	- the statement's own column values call no volatile function, also in
+ *	  a subquery, nor do the defaults of the columns it leaves out
+ *	  (nextval() aside), and no column's type may run a domain's check (a
+ *	  domain, an array of one, a composite or range type): one evaluated
+ *	  after the call could change fencing.token before the trigger reads
+ *	  it;
  *	- on the table, or on every leaf, the only BEFORE ROW INSERT trigger
  *	  is one fence trigger, without a WHEN condition, which fires in this
  *	  session
@@ -68,11 +70,9 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "nodes/makefuncs.h"
-#include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteHandler.h"
-#include "utils/fmgroids.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -206,25 +206,22 @@ stamp_column_assigned(Query *query, AttrNumber attnum)
 	return false;
 }
 
-/* A volatile function other than nextval(), which sets no setting. */
-static bool
-stamp_volatile_func(Oid funcid, void *context)
-{
-	return funcid != F_NEXTVAL && func_volatile(funcid) == PROVOLATILE_VOLATILE;
-}
-
 /*
- * Whether an expression calls a volatile function other than nextval();
- * an identity column's NextValueExpr calls none.
+ * Whether coercing a value to type typid may run a domain's check: a
+ * domain, a composite, range or multirange type (whose fields or subtype
+ * may be domains), or an array of one of these.
  */
 static bool
-stamp_volatile_walker(Node *node, void *context)
+stamp_type_may_check(Oid typid)
 {
-	if (node == NULL)
-		return false;
-	if (check_functions_in_node(node, stamp_volatile_func, context))
+	char		typtype = get_typtype(typid);
+	Oid			elem;
+
+	if (typtype == TYPTYPE_DOMAIN || typtype == TYPTYPE_COMPOSITE ||
+		typtype == TYPTYPE_RANGE || typtype == TYPTYPE_MULTIRANGE)
 		return true;
-	return expression_tree_walker(node, stamp_volatile_walker, context);
+	elem = get_element_type(typid);
+	return OidIsValid(elem) && stamp_type_may_check(elem);
 }
 
 /*
@@ -239,7 +236,7 @@ stamp_row_may_change_token(Query *query, Relation rel)
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	AttrNumber	attnum;
 
-	if (stamp_volatile_walker((Node *) query->targetList, NULL))
+	if (contain_volatile_functions_not_nextval((Node *) query->targetList))
 		return true;
 	for (attnum = 1; attnum <= tupdesc->natts; attnum++)
 	{
@@ -247,11 +244,11 @@ stamp_row_may_change_token(Query *query, Relation rel)
 
 		if (attr->attisdropped || attr->attgenerated != '\0')
 			continue;
-		if (get_typtype(attr->atttypid) == TYPTYPE_DOMAIN)
+		if (stamp_type_may_check(attr->atttypid))
 			return true;
 		if ((attr->atthasdef || attr->attidentity != '\0') &&
 			!stamp_column_assigned(query, attnum) &&
-			stamp_volatile_walker(build_column_default(rel, attnum), NULL))
+			contain_volatile_functions_not_nextval(build_column_default(rel, attnum)))
 			return true;
 	}
 	return false;
