@@ -12,10 +12,13 @@
 
 -- renew_lease's ttl had a default; a call that leaves out a defaulted
 -- argument has it read back from the catalog and parsed at every parse
--- analysis.  Two functions take the same calls.  A default cannot be
--- removed in place: the function is made again (its ACL with it; PUBLIC
--- may execute both).
-DROP FUNCTION fencing.renew_lease(text, bigint, interval);
+-- analysis.  Two functions take the same calls.  The default is taken out
+-- of the catalog entry in place, so that the function keeps its OID, its
+-- privileges (as the owner granted and revoked them) and whatever depends
+-- on it.
+UPDATE pg_catalog.pg_proc
+   SET proargdefaults = NULL, pronargdefaults = 0
+ WHERE oid OPERATOR(pg_catalog.=) 'fencing.renew_lease(text, bigint, interval)'::pg_catalog.regprocedure;
 
 CREATE FUNCTION fencing.renew_lease(name text, token bigint)
 RETURNS timestamptz
@@ -25,13 +28,22 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION fencing.renew_lease(text, bigint) IS
 'extend the lease held with token to now + the ttl it was taken with and return the new expiry; FN004 when it is not held with token';
 
-CREATE FUNCTION fencing.renew_lease(name text, token bigint, ttl interval)
-RETURNS timestamptz
-AS 'MODULE_PATHNAME', 'fencing_renew_lease'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-COMMENT ON FUNCTION fencing.renew_lease(text, bigint, interval) IS
-'extend the lease held with token to now + ttl (NULL: the ttl it was taken with) and return the new expiry; FN004 when it is not held with token';
+-- The new two-argument function has the default privileges.  Where the
+-- owner changed those of the one function, the update says what to run
+-- to do the same on the new one (a grant made here would become an
+-- initial privilege, which pg_dump leaves out).
+DO $$
+DECLARE
+	acl pg_catalog.aclitem[];
+BEGIN
+	SELECT p.proacl INTO acl FROM pg_catalog.pg_proc AS p
+	WHERE p.oid OPERATOR(pg_catalog.=) 'fencing.renew_lease(text, bigint, interval)'::pg_catalog.regprocedure;
+	IF acl IS NOT NULL THEN
+		RAISE WARNING 'fencing.renew_lease(text, bigint) is new, with the default privileges; fencing.renew_lease(text, bigint, interval) has %', acl
+			USING HINT = 'To give the new function the same privileges, run GRANT and REVOKE on fencing.renew_lease(text, bigint) as you did on the three-argument one.';
+	END IF;
+END
+$$;
 
 COMMENT ON FUNCTION fencing.use_lease(text, bigint) IS
 'first statement of each transaction of a lease holder''s work: FN004 unless held with token, raises the resource fence of name to token as check_fence does, sets this transaction''s fencing.token, then renews the lease';
@@ -62,7 +74,7 @@ BEGIN
 				'fencing.use_lease(text, bigint)'::pg_catalog.regprocedure, 'EXECUTE')
 		ORDER BY 1
 	LOOP
-		RAISE NOTICE 'role % may execute fencing.check_fence but no longer fencing.use_lease', r.role
+		RAISE WARNING 'role % may execute fencing.check_fence but no longer fencing.use_lease', r.role
 			USING DETAIL = 'Since fencing 1.3, fencing.use_lease needs EXECUTE on itself, which PUBLIC lacks, instead of EXECUTE on fencing.check_fence.',
 				  HINT = pg_catalog.format('If the role runs lease jobs: GRANT EXECUTE ON FUNCTION fencing.use_lease(text, bigint) TO %s;', r.role);
 	END LOOP;
