@@ -267,7 +267,7 @@ const SQL = {
     ' WHERE database = pg_catalog.current_database()' +
     ` AND name = fencing.normalize_name(${leaseName(name)})` +
     ' AND expires_at > pg_catalog.clock_timestamp()) AS locked',
-  // Lease.once(): the acquisition keeps its token in a setting of the
+  // Lease.runOnce(): the acquisition keeps its token in a setting of the
   // session ('0' when the name stayed held, which use_lease refuses with
   // FN004, so the query stops there); the setting outlives the COMMIT, so
   // the release can name the token, and empties it; a batch that fails
@@ -480,10 +480,10 @@ class Lease extends EventEmitter {
   // name stayed held for timeoutMs; a job that fails releases the lease in
   // a second round trip and throws its error.  No renewal runs: the job
   // must end within the ttl.
-  static async once(pool, name, { ttlMs = 30000, timeoutMs = 0, holder } = {}, sql) {
-    if (!isPool(pool)) throw new TypeError('Lease.once() needs a pg Pool');
+  static async runOnce(pool, name, { ttlMs = 30000, timeoutMs = 0, holder } = {}, sql) {
+    if (!isPool(pool)) throw new TypeError('Lease.runOnce() needs a pg Pool');
     if (typeof name !== 'string') throw new TypeError('the lease name must be a string');
-    if (typeof sql !== 'string' || sql.trim() === '') throw new TypeError('Lease.once() needs the SQL text of the job');
+    if (typeof sql !== 'string' || sql.trim() === '') throw new TypeError('Lease.runOnce() needs the SQL text of the job');
     const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
     if (ttl === null) throw new RangeError('ttlMs must be finite');
     const ms = milliseconds(timeoutMs, 'timeoutMs', { positive: false });

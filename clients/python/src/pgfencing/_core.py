@@ -56,8 +56,8 @@ USE_CAPPED = "SELECT fencing.use_lease({0}, {1}), fencing.renew_lease({0}, {1}, 
 # extend(): the lease's time left on the server, plus more, at most a cap;
 # the answer says which ttl the renewal got.
 EXTEND = (
-    "SELECT fencing.renew_lease({0}, {1}, x.ttl), pg_catalog.extract(epoch FROM x.ttl)::float8"
-    " FROM (SELECT pg_catalog.least(pg_catalog.greatest(coalesce((SELECT expires_at"
+    "SELECT fencing.renew_lease({0}, {1}, x.ttl), extract(epoch FROM x.ttl)::float8"
+    " FROM (SELECT least(greatest(coalesce((SELECT expires_at"
     " FROM fencing.leases WHERE database = pg_catalog.current_database()"
     " AND name = fencing.normalize_name({0}) AND token = {1})"
     " - pg_catalog.clock_timestamp(), '0'::interval), '0'::interval) + {2}, {3}) AS ttl) AS x"
@@ -418,11 +418,19 @@ def idle_lost(name: str, ttl: float, exc: BaseException, what: str = "batch") ->
     return lost
 
 
-def once_failure(name: str, ttl: float, exc: BaseException) -> BaseException:
+def once_failure(name: str, ttl: float, exc: BaseException, deadline: float) -> BaseException:
     """What an error of a failed Lease.once() job reaches the application
-    as: fencing's by SQLSTATE, the idle limit as LeaseLost, else itself."""
+    as: the idle limit as LeaseLost, any error once the job's deadline
+    (its send time + ttl) has passed as LeaseLost, fencing's by SQLSTATE,
+    else itself."""
+    if isinstance(exc, FencingError) and not isinstance(exc, LeaseLost):
+        return exc
     if idled_out(exc):
         return idle_lost(name, ttl, exc, "job")
+    if time.monotonic() >= deadline and not isinstance(exc, LeaseLost):
+        lost = LeaseLost(f'fencing lease "{name}": the job ran past the lease\'s ttl of {ttl:g} s')
+        lost.__cause__ = exc
+        return lost
     if isinstance(exc, psycopg.Error):
         mapped = translate(exc)
         if mapped is not None:

@@ -366,7 +366,9 @@ class Lease(_core.LeaseBase):
         self._already_acquired()
         _core.require_idle(conn, "once()")
         holder = _core.once_holder(self.holder)
-        acquire, use, release = _core.once_sql(self.name, self._acquire_ttl(), self.timeout, holder)
+        ttl = self._acquire_ttl()
+        acquire, use, release = _core.once_sql(self.name, ttl, self.timeout, holder)
+        deadline = time.monotonic() + ttl
         try:
             async with _autocommit(conn):
                 try:
@@ -383,7 +385,7 @@ class Lease(_core.LeaseBase):
                         raise self._busy() from exc
                     raise
         except Exception as exc:
-            err = _core.once_failure(self.name, self.ttl, exc)
+            err = _core.once_failure(self.name, self.ttl, exc, deadline)
             if err is exc:
                 raise
             raise err from exc
