@@ -131,13 +131,13 @@ def test_a_stale_write_loses_the_lease_and_tells_the_callbacks(ledger, admin):
 
 
 def test_the_renewal_runs_every_third_of_the_ttl(admin):
-    """A ttl of 6 s: the first renewal comes about 2 s after the grant, well
-    before 4 s (a renewal every ttl would come at 6 s, when the lease has
-    expired)."""
+    """A ttl of 6 s: a renewal comes about 2 s after the grant, and another
+    about 4 s after it; one every ttl would come first at 6 s, when the
+    lease has expired."""
     name = unique("cadence")
     with pgfencing.Lease(conninfo(), name, ttl=6):
         time.sleep(4)
         renewed = admin.execute(
             "SELECT extract(epoch FROM renewed_at - acquired_at) FROM fencing.leases WHERE name = %s",
             (name,)).fetchone()[0]
-    assert 1.5 <= float(renewed) <= 4
+    assert float(renewed) >= 1.5, f"no renewal in the first 4 s of a lease of 6 s (last at {renewed} s)"
