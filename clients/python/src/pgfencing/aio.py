@@ -328,6 +328,13 @@ class Lease(_core.LeaseBase):
     @contextlib.asynccontextmanager
     async def transaction(self, conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         _core.require_idle(conn, "transaction()")
+        if conn.info.pipeline_status != pq.PipelineStatus.OFF:
+            # psycopg's BEGIN and use_lease go out together in a pipeline
+            with self._failing():
+                async with conn.transaction():
+                    await self.use(conn)
+                    yield conn
+            return
         failed = None
         token = None
         async with _autocommit(conn):

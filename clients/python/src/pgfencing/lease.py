@@ -435,6 +435,12 @@ class Lease(_core.LeaseBase):
         went on does not commit: LeaseLost when the lease is gone, else
         InFailedSqlTransaction."""
         _core.require_idle(conn, "transaction()")
+        if conn.info.pipeline_status != pq.PipelineStatus.OFF:
+            # psycopg's BEGIN and use_lease go out together in a pipeline
+            with self._failing(), conn.transaction():
+                self.use(conn)
+                yield conn
+            return
         failed = None
         token = None
         with _autocommit(conn):
