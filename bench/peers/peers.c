@@ -38,6 +38,21 @@
  *					POST /v3/lock/unlock
  *	 etcd-lease		as etcd, but every cycle also grants its own lease first
  *					and revokes it last (4 HTTP requests)
+ *	 lease-1rt		the lease cycle as the clients send a job that fits one
+ *					batch (pg-fencing's Lease.runOnce, pgfencing's once()):
+ *					BEGIN, acquire_lease (its token kept in a setting of the
+ *					session), use_lease, the same durable INCR (the trigger
+ *					stamps the token and checks it), COMMIT, release_lease,
+ *					all in one query string: one round trip
+ *	 redis-pg		TARGET is "host:port;conninfo": what a user of Redis
+ *					would do for the same job: SET lock:NAME OWNER NX PX
+ *					30000 in Redis, the same durable INCR in PostgreSQL (a
+ *					table without a fence: Redis gives no token to check),
+ *					the compare-and-delete release in Redis: three round
+ *					trips
+ *	 etcd-pg		TARGET is "url;conninfo": the same with etcd's lock and
+ *					unlock (under one lease per process) around the
+ *					PostgreSQL INCR: three round trips
  *
  * Every client process uses one lock name of its own for the whole run, so
  * no client ever waits for another: the numbers are the cost of the cycle,
@@ -51,7 +66,8 @@
  *
  * where each STEP=US is the mean time of one step of the cycle in
  * microseconds, for the modes whose cycle has several (lease: acquire, incr,
- * release; redis: set, incr, release; etcd: lock, unlock).
+ * release; redis: set, incr, release; etcd: lock, unlock; redis-pg: set,
+ * incr, release; etcd-pg: lock, incr, unlock).
  *
  * Copyright (c) 2026, the fencing developers
  *
@@ -443,6 +459,136 @@ lease_cycle(int64_t *token, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * lease-1rt: the whole cycle in one query string, as pg-fencing's
+ * Lease.runOnce sends it.  The name is this client's, plain ASCII, written
+ * into the statement.
+ */
+static char lease_1rt_query[2048];
+
+static int
+pg_lease_1rt_setup(char *err, size_t errlen)
+{
+	if (pg_lease_setup(err, errlen) != 0)
+		return -1;
+	snprintf(lease_1rt_query, sizeof(lease_1rt_query),
+			 "BEGIN;"
+			 " SELECT pg_catalog.set_config('pgfencing.lease', coalesce(fencing.acquire_lease("
+			 "'%s', '30 seconds', '0'::interval)::pg_catalog.text, '0'), false);"
+			 " SELECT fencing.use_lease('%s', pg_catalog.current_setting('pgfencing.lease')::bigint);"
+			 " UPDATE bench_peers.counters SET n = n + 1 WHERE name = '%s';"
+			 " COMMIT;"
+			 " SELECT fencing.release_lease('%s', pg_catalog.current_setting('pgfencing.lease')::bigint),"
+			 " pg_catalog.set_config('pgfencing.lease', '', false)",
+			 lock_name, lock_name, lock_name, lock_name);
+	return 0;
+}
+
+/*
+ * One round trip; the results in order: BEGIN, the token, use_lease, the
+ * INCR (one row), COMMIT, the release (true).
+ */
+static int
+lease_1rt_cycle(int64_t *token, char *err, size_t errlen)
+{
+	PGresult   *res;
+	int			i = 0;
+	int			ok = 1;
+
+	if (!PQsendQuery(pg, lease_1rt_query))
+	{
+		snprintf(err, errlen, "send: %s", PQerrorMessage(pg));
+		return -1;
+	}
+	while ((res = PQgetResult(pg)) != NULL)
+	{
+		ExecStatusType status = PQresultStatus(res);
+
+		if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+		{
+			if (ok)
+				snprintf(err, errlen, "statement %d: %s", i + 1, PQresultErrorMessage(res));
+			ok = 0;
+		}
+		else if (i == 1)
+			*token = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		else if (i == 3 && strcmp(PQcmdTuples(res), "1") != 0)
+		{
+			snprintf(err, errlen, "incr: no row updated");
+			ok = 0;
+		}
+		else if (i == 5 && strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+		{
+			snprintf(err, errlen, "release: not released");
+			ok = 0;
+		}
+		PQclear(res);
+		i++;
+	}
+	if (ok && i != 6)
+	{
+		snprintf(err, errlen, "%d results, not 6", i);
+		ok = 0;
+	}
+	if (!ok && PQtransactionStatus(pg) != PQTRANS_IDLE)
+		PQclear(PQexec(pg, "ROLLBACK"));
+	return ok ? 0 : -1;
+}
+
+/*
+ * redis-pg and etcd-pg: the durable INCR of a table without a fence, in
+ * autocommit, between the peer's lock and unlock.  TARGET is the peer's
+ * address, ";", and the conninfo.
+ */
+static const char *pg_target;
+
+static int
+pg_plain_setup(char *err, size_t errlen)
+{
+	const char *params[1] = {lock_name};
+	char	   *semicolon = strchr(target, ';');
+	PGresult   *res;
+	int			ok;
+
+	if (semicolon == NULL)
+	{
+		snprintf(err, errlen, "target must be \"PEER;CONNINFO\", not \"%s\"", target);
+		return -1;
+	}
+	*semicolon = '\0';
+	pg_target = semicolon + 1;
+	pg = PQconnectdb(pg_target);
+	if (PQstatus(pg) != CONNECTION_OK)
+	{
+		snprintf(err, errlen, "connect: %s", PQerrorMessage(pg));
+		return -1;
+	}
+	PQsetNoticeProcessor(pg, ignore_notice, NULL);
+	if (pg_prepare("plain_incr", "UPDATE bench_peers.plain SET n = n + 1 WHERE name = $1",
+				   1, err, errlen) != 0)
+		return -1;
+	res = PQexecParams(pg, "INSERT INTO bench_peers.plain (name, n) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+					   1, NULL, params, NULL, NULL, 0);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok)
+		snprintf(err, errlen, "plain row: %s", PQerrorMessage(pg));
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+static int
+pg_plain_incr(char *err, size_t errlen)
+{
+	const char *params[1] = {lock_name};
+	PGresult   *res = PQexecPrepared(pg, "plain_incr", 1, params, NULL, NULL, 0);
+	int			ok = PQresultStatus(res) == PGRES_COMMAND_OK && strcmp(PQcmdTuples(res), "1") == 0;
+
+	if (!ok)
+		snprintf(err, errlen, "plain incr: %s", PQerrorMessage(pg));
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
 /* ----------------------------------------------------------------------
  * Redis
  * ---------------------------------------------------------------------- */
@@ -577,6 +723,60 @@ redis_cycle(int64_t *token, char *err, size_t errlen)
 	/* release even if INCR failed, so the next cycle can lock */
 	reply = redisCommand(redis, "EVALSHA %s 1 lock:%s %s",
 						 redis_release_sha, lock_name, owner);
+	if (reply == NULL || reply->type != REDIS_REPLY_INTEGER || reply->integer != 1)
+	{
+		if (ok)
+			snprintf(err, errlen, "EVALSHA release: %s", redis_reply_text(reply));
+		ok = 0;
+	}
+	if (reply)
+		freeReplyObject(reply);
+	step_done();
+	return ok ? 0 : -1;
+}
+
+/*
+ * redis-pg: SET NX PX, the durable INCR in PostgreSQL, EVALSHA release:
+ * three round trips, two to Redis and one to PostgreSQL.
+ */
+static int
+redis_pg_setup(char *err, size_t errlen)
+{
+	if (pg_plain_setup(err, errlen) != 0)
+		return -1;
+	return redis_setup(err, errlen);
+}
+
+static void
+redis_pg_teardown(void)
+{
+	redis_teardown();
+	pg_teardown();
+}
+
+static int
+redis_pg_cycle(int64_t *token, char *err, size_t errlen)
+{
+	redisReply *reply;
+	char		owner[64];
+	int			ok;
+
+	(void) token;
+	snprintf(owner, sizeof(owner), "%s-%lu", redis_owner_prefix, ++redis_owner_serial);
+	steps_begin();
+	reply = redisCommand(redis, "SET lock:%s %s NX PX 30000", lock_name, owner);
+	ok = reply != NULL && reply->type == REDIS_REPLY_STATUS && strcmp(reply->str, "OK") == 0;
+	if (!ok)
+		snprintf(err, errlen, "SET NX: %s", redis_reply_text(reply));
+	if (reply)
+		freeReplyObject(reply);
+	if (!ok)
+		return -1;
+	step_done();
+	ok = pg_plain_incr(err, errlen) == 0;
+	step_done();
+	/* release even if the INCR failed, so the next cycle can lock */
+	reply = redisCommand(redis, "EVALSHA %s 1 lock:%s %s", redis_release_sha, lock_name, owner);
 	if (reply == NULL || reply->type != REDIS_REPLY_INTEGER || reply->integer != 1)
 	{
 		if (ok)
@@ -790,10 +990,12 @@ etcd_teardown(void)
  * away.  Either way it is greater than every earlier holder's.
  */
 static int
-etcd_lock_unlock(int64_t lease, int64_t *token, char *err, size_t errlen)
+etcd_lock_unlock(int64_t lease, int64_t *token, int (*work) (char *, size_t),
+				 char *err, size_t errlen)
 {
 	char		body[512];
 	char		key[256];
+	int			rc = 0;
 
 	snprintf(body, sizeof(body), "{\"name\":\"%s\",\"lease\":\"%" PRId64 "\"}",
 			 lock_name_base64, lease);
@@ -807,17 +1009,23 @@ etcd_lock_unlock(int64_t lease, int64_t *token, char *err, size_t errlen)
 		snprintf(err, errlen, "lock: no key or revision in %.160s", response);
 		return -1;
 	}
+	if (work != NULL)
+	{
+		rc = work(err, errlen);
+		step_done();
+	}
+	/* unlock even if the work failed, so the next cycle can lock */
 	snprintf(body, sizeof(body), "{\"key\":\"%s\"}", key);
 	if (etcd_post("/v3/lock/unlock", body, err, errlen) != 0)
 		return -1;
 	step_done();
-	return 0;
+	return rc;
 }
 
 static int
 etcd_cycle(int64_t *token, char *err, size_t errlen)
 {
-	return etcd_lock_unlock(process_lease, token, err, errlen);
+	return etcd_lock_unlock(process_lease, token, NULL, err, errlen);
 }
 
 static int
@@ -828,10 +1036,32 @@ etcd_lease_cycle(int64_t *token, char *err, size_t errlen)
 
 	if (etcd_lease_grant(&lease, err, errlen) != 0)
 		return -1;
-	rc = etcd_lock_unlock(lease, token, err, errlen);
+	rc = etcd_lock_unlock(lease, token, NULL, err, errlen);
 	if (etcd_lease_revoke(lease, err, errlen) != 0)
 		return -1;
 	return rc;
+}
+
+/* etcd-pg: lock, the durable INCR in PostgreSQL, unlock. */
+static int
+etcd_pg_setup(char *err, size_t errlen)
+{
+	if (pg_plain_setup(err, errlen) != 0)
+		return -1;
+	return etcd_setup_with_lease(err, errlen);
+}
+
+static void
+etcd_pg_teardown(void)
+{
+	etcd_teardown();
+	pg_teardown();
+}
+
+static int
+etcd_pg_cycle(int64_t *token, char *err, size_t errlen)
+{
+	return etcd_lock_unlock(process_lease, token, pg_plain_incr, err, errlen);
 }
 
 /* ----------------------------------------------------------------------
@@ -850,6 +1080,9 @@ static const Mode modes[] = {
 	{"redis", redis_setup, redis_cycle, redis_teardown, 1, {"set", "incr", "release"}},
 	{"etcd", etcd_setup_with_lease, etcd_cycle, etcd_teardown, 1, {"lock", "unlock"}},
 	{"etcd-lease", etcd_setup, etcd_lease_cycle, etcd_teardown, 1, {"lock", "unlock"}},
+	{"lease-1rt", pg_lease_1rt_setup, lease_1rt_cycle, pg_teardown, 1, {NULL}},
+	{"redis-pg", redis_pg_setup, redis_pg_cycle, redis_pg_teardown, 0, {"set", "incr", "release"}},
+	{"etcd-pg", etcd_pg_setup, etcd_pg_cycle, etcd_pg_teardown, 1, {"lock", "incr", "unlock"}},
 };
 
 static int

@@ -20,7 +20,7 @@
 # Environment: PEERS_TIME (seconds per run, 5), PEERS_RUNS (rounds, 3;
 #   medians over rounds are printed), PEERS_CLIENTS ("1 4"),
 #   PEERS_MODES (all: fencing fencing-1rt advisory advisory-1rt lease
-#   lease-nosync incr redis etcd etcd-lease), PEERS_PG_SOCKET (1: the client reaches a server this
+#   lease-nosync incr redis etcd etcd-lease lease-1rt redis-pg etcd-pg), PEERS_PG_SOCKET (1: the client reaches a server this
 #   script started over its Unix socket instead of loopback TCP),
 #   PEERS_RESULTS (where the table is copied, bench/peers/results).
 #
@@ -38,7 +38,7 @@ PEERS_DIR=$(cd "$(dirname "$0")" && pwd)
 PEERS_TIME=${PEERS_TIME:-5}
 PEERS_RUNS=${PEERS_RUNS:-3}
 PEERS_CLIENTS=${PEERS_CLIENTS:-"1 4"}
-PEERS_MODES=${PEERS_MODES:-"fencing fencing-1rt advisory advisory-1rt lease lease-nosync incr redis etcd etcd-lease"}
+PEERS_MODES=${PEERS_MODES:-"fencing fencing-1rt advisory advisory-1rt lease lease-nosync incr redis etcd etcd-lease lease-1rt redis-pg etcd-pg"}
 PEERS_PG_SOCKET=${PEERS_PG_SOCKET:-0}
 PEERS_RESULTS=${PEERS_RESULTS:-$PEERS_DIR/results}
 # the newest installed Debian server, as make test chooses
@@ -78,7 +78,9 @@ as_user()
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
 # A package apt can install (it has a candidate version).
-installable() { apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [^(]'; }
+# grep reads all of apt-cache's output: with -q it could stop first, and
+# apt-cache's SIGPIPE would fail the pipeline (pipefail)
+installable() { apt-cache policy "$1" 2>/dev/null | grep 'Candidate: [^(]' >/dev/null; }
 
 ensure_packages()
 {
@@ -299,6 +301,9 @@ describe()
 		redis) echo "SET lock:k v NX PX 30000; INCR fence:k; EVALSHA compare-and-delete   3" ;;
 		etcd) echo "POST /v3/lock/lock; POST /v3/lock/unlock (one lease per process)   2" ;;
 		etcd-lease) echo "lease grant; lock; unlock; lease revoke   4 HTTP requests" ;;
+		lease-1rt) echo "BEGIN; acquire_lease; use_lease; UPDATE counter (fenced, commit flushed); COMMIT; release_lease   1 round trip" ;;
+		redis-pg) echo "SET NX PX (redis); the same UPDATE, commit flushed, no fence (postgres); EVALSHA release (redis)   3" ;;
+		etcd-pg) echo "lock (etcd); the same UPDATE, commit flushed, no fence (postgres); unlock (etcd)   3" ;;
 	esac
 }
 
@@ -356,6 +361,47 @@ print_lease_ratios()
 	done
 }
 
+# The job as the clients send it in one round trip (lease-1rt) against
+# what a user of Redis or etcd would do for the same job: the peer's lock
+# around the same durable PostgreSQL write (redis-pg, etcd-pg); target at
+# least 1.5 times their cycles/s.
+print_job_ratios()
+{
+	local clients vs_redis vs_etcd
+
+	[[ " $PEERS_MODES " == *" lease-1rt "* ]] || return 0
+	echo
+	echo "a job in one round trip (lease-1rt: acquire, use_lease, fenced durable UPDATE, COMMIT,"
+	echo "release) against the peers' lock around the same durable UPDATE, median over rounds"
+	echo "of the ratio within a round:"
+	printf '  %-8s %-14s %-14s %-26s %-14s %s\n' clients "lease-1rt" "redis-pg" "vs redis-pg (>= 1.5)" "etcd-pg" "vs etcd-pg (>= 1.5)"
+	for clients in $PEERS_CLIENTS; do
+		vs_redis=$(median_ratio lease-1rt redis-pg "$clients")
+		vs_etcd=$(median_ratio lease-1rt etcd-pg "$clients")
+		printf '  %-8s %-14s %-14s %-26s %-14s %s\n' "$clients" \
+			"$(median_rate lease-1rt "$clients")" "$(median_rate redis-pg "$clients")" \
+			"${vs_redis}x $(verdict "$vs_redis" 1.5)" "$(median_rate etcd-pg "$clients")" \
+			"${vs_etcd}x $(verdict "$vs_etcd" 1.5)"
+	done
+	for clients in $PEERS_CLIENTS; do
+		echo "job_ratios clients=$clients vs_redis_pg=$(median_ratio lease-1rt redis-pg "$clients") vs_etcd_pg=$(median_ratio lease-1rt etcd-pg "$clients")"
+	done
+}
+
+# The median cycles/s over rounds of MODE at CLIENTS clients ("-": not run).
+median_rate()
+{
+	awk -v m="$1" -v c="$2" '
+		$3 == c && $2 == m { rps[++n] = $4 }
+		END {
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && rps[j - 1] > rps[j]; j--) {
+					t = rps[j]; rps[j] = rps[j - 1]; rps[j - 1] = t
+				}
+			print n ? sprintf("%.0f", rps[int((n + 1) / 2)]) : "-"
+		}' "$WORK/runs.txt"
+}
+
 main()
 {
 	local peers_bin mode clients line target
@@ -395,11 +441,13 @@ CREATE TABLE IF NOT EXISTS bench_peers.counters (name text PRIMARY KEY, n bigint
 SELECT fencing.protect('bench_peers.counters')
  WHERE NOT EXISTS (SELECT FROM pg_trigger
                     WHERE tgrelid = 'bench_peers.counters'::regclass AND tgname = 'fencing_reject_stale');
+-- the same write for the peers' locks, which give no token to check
+CREATE TABLE IF NOT EXISTS bench_peers.plain (name text PRIMARY KEY, n bigint NOT NULL);
 EOF
 
 	# only the peers that PEERS_MODES asks for are started
 	REDIS_PORT=
-	if [[ " $PEERS_MODES " == *" redis "* ]]; then
+	if [[ " $PEERS_MODES " == *" redis"* ]]; then
 		REDIS_PORT=$(free_port)
 		mkdir "$WORK/redis"
 		is_root && chown "$RUN_AS" "$WORK/redis"
@@ -442,6 +490,10 @@ EOF
 				case $mode in
 					fencing*|advisory*|lease*|incr) target=$PG_CONNINFO ;;
 					redis) target=127.0.0.1:$REDIS_PORT ;;
+					redis-pg) target="127.0.0.1:$REDIS_PORT;$PG_CONNINFO" ;;
+					etcd-pg)
+						[ -n "$ETCD_MISSING" ] && continue
+						target="http://127.0.0.1:$ETCD_PORT;$PG_CONNINFO" ;;
 					etcd*)
 						[ -n "$ETCD_MISSING" ] && continue
 						target=http://127.0.0.1:$ETCD_PORT ;;
@@ -519,6 +571,7 @@ EOF
 		echo "vs fencing: cycles/s over those of the fencing run of the same round and clients,"
 		echo "median over rounds (p50/p99 are from the run with the median cycles/s)."
 		print_lease_ratios
+		print_job_ratios
 		echo
 		echo "where a cycle's time goes (mean microseconds per step, the run with the median cycles/s):"
 		for line in "${lines[@]}"; do

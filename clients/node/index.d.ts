@@ -7,14 +7,19 @@ import { EventEmitter } from 'node:events';
 
 /** A node-postgres Pool: renewals and lease calls go through pool.query. */
 export interface PoolLike {
-  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+  query(text: string, values?: any[]): Promise<any>;
+  connect(): Promise<any>;
   readonly totalCount: number;
   readonly idleCount: number;
 }
 
-/** One node-postgres client (a Client, or a PoolClient from pool.connect()). */
+/**
+ * One node-postgres client (a Client, or a PoolClient from pool.connect()).
+ * The methods that take a client are generic over its type, so a callback
+ * gets the client it was given (its rowCount, its release()).
+ */
 export interface ClientLike {
-  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+  query(text: string, values?: any[]): Promise<any>;
 }
 
 export interface AcquireOptions {
@@ -26,6 +31,33 @@ export interface AcquireOptions {
   holder?: string | null;
   /** Renew every ttl/3 from a timer (default true). */
   renew?: boolean;
+  /** Stops a waiting acquire: it rejects with signal.reason, holding nothing. */
+  signal?: AbortSignal;
+  /** The lease never lasts past this long after it was taken (ShedLock's lockAtMostFor). */
+  atMostMs?: number | null;
+  /** A release before this long after it was taken leaves the name taken until then (lockAtLeastFor). */
+  atLeastMs?: number | null;
+}
+
+export interface OnceOptions {
+  ttlMs?: number;
+  timeoutMs?: number | null;
+  holder?: string | null;
+}
+
+/** What Lease.runOnce() returns: the token the job ran under, and the results of its statements. */
+export interface OnceResult {
+  token: bigint;
+  results: any[];
+}
+
+/** What JSON.stringify(lease) writes: the token as text. */
+export interface LeaseJSON {
+  name: string;
+  token: string;
+  ttlMs: number;
+  expiresAt: Date | null;
+  lost: boolean;
 }
 
 export class Lease extends EventEmitter {
@@ -34,14 +66,23 @@ export class Lease extends EventEmitter {
   /** Acquire (BusyError when not granted), run fn, release: redlock's using(). */
   static using<T>(pool: PoolLike, name: string, options: AcquireOptions,
     fn: (lease: Lease, signal: AbortSignal) => Promise<T>): Promise<T>;
+  /** A job that fits one batch (SQL text without values), in one round trip; null when the name is held. */
+  static runOnce(pool: PoolLike, name: string, options: OnceOptions, sql: string): Promise<OnceResult | null>;
+  /** True when anybody holds a lease on name. */
+  static locked(pool: PoolLike, name: string): Promise<boolean>;
 
   readonly pool: PoolLike;
   readonly name: string;
   readonly ttlMs: number;
+  readonly atMostMs: number | null;
+  readonly atLeastMs: number | null;
+  /** True while renewals fail and the lease is not lost yet. */
+  readonly suspended: boolean;
   /** The fence token: tokens exceed 2^53, so a BigInt. */
   readonly token: bigint;
-  /** Aborted, with a LeaseLostError as its reason, when the lease is lost. */
+  /** Aborted, with a LeaseLostError as its reason, when the lease is lost (after the 'lost' listeners ran). */
   readonly signal: AbortSignal;
+  /** True from the moment the lease is lost. */
   readonly lost: boolean;
   /** The server's expiry after the last renewal this lease made. */
   expiresAt: Date | null;
@@ -50,16 +91,20 @@ export class Lease extends EventEmitter {
   use(client: ClientLike): Promise<bigint>;
   /** Only fencing.set_token(token) in the client's transaction. */
   bind(client: ClientLike): Promise<bigint>;
-  /** BEGIN, use(), fn(client), COMMIT (ROLLBACK when fn throws). */
-  transaction<T>(client: ClientLike, fn: (client: ClientLike) => Promise<T>): Promise<T>;
+  /** BEGIN and use() in one round trip, fn(client), COMMIT (ROLLBACK when fn throws). */
+  transaction<C extends ClientLike, T>(client: C, fn: (client: C) => Promise<T>): Promise<T>;
   renew(options?: { ttlMs?: number }): Promise<Date>;
   owned(): Promise<boolean>;
+  locked(): Promise<boolean>;
+  toJSON(): LeaseJSON;
   /** LeaseLostError when the server no longer held it with this token. */
   release(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 
   on(event: 'lost', listener: (reason: LeaseLostError) => void): this;
   on(event: 'renewalError', listener: (error: Error) => void): this;
+  on(event: 'suspended', listener: (error: Error) => void): this;
+  on(event: 'resumed', listener: () => void): this;
   on(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 

@@ -22,8 +22,11 @@
 
 'use strict';
 
+const crypto = require('node:crypto');
 const { EventEmitter } = require('node:events');
+const net = require('node:net');
 const os = require('node:os');
+const path = require('node:path');
 
 // --- errors --------------------------------------------------------------------
 
@@ -255,7 +258,32 @@ const SQL = {
     `SELECT fencing.renew_lease(${leaseName(name)}, ${sqlBigint(token)}, ${sqlInterval(ttl)}) AS expires_at`,
   release: (name, token) => `SELECT fencing.release_lease(${leaseName(name)}, ${sqlBigint(token)}) AS released`,
   use: (name, token) => `SELECT fencing.use_lease(${leaseName(name)}, ${sqlBigint(token)})`,
+  // use_lease renews for the ttl the lease was taken with; under
+  // atMostMs, a renewal for what is left follows it in the same statement.
+  useCapped: (name, token, ttl) => `SELECT fencing.use_lease(${leaseName(name)}, ${sqlBigint(token)}), ` +
+    `fencing.renew_lease(${leaseName(name)}, ${sqlBigint(token)}, ${sqlInterval(ttl)})`,
   setToken: (token) => `SELECT fencing.set_token(${sqlBigint(token)})`,
+  locked: (name) => 'SELECT EXISTS (SELECT 1 FROM fencing.leases' +
+    ' WHERE database = pg_catalog.current_database()' +
+    ` AND name = fencing.normalize_name(${leaseName(name)})` +
+    ' AND expires_at > pg_catalog.clock_timestamp()) AS locked',
+  // Lease.runOnce(): the acquisition keeps its token in a setting of the
+  // session ('0' when the name stayed held, which use_lease refuses with
+  // FN004, so the query stops there); the setting outlives the COMMIT, so
+  // the release can name the token, and empties it; a batch that fails
+  // rolls it back with it.  After a failed job, the lease it may hold is
+  // found by its holder, unique to the call, and released.
+  onceAcquire: (name, ttl, wait, holder) => "SELECT pg_catalog.set_config('pgfencing.lease', " +
+    `coalesce(fencing.acquire_lease(${leaseName(name)}, ${sqlInterval(ttl)}, ${sqlInterval(wait)}, ` +
+    `${sqlText(holder, 'the holder')})::pg_catalog.text, '0'), false) AS token`,
+  onceUse: (name) => `SELECT fencing.use_lease(${leaseName(name)}, ` +
+    "pg_catalog.current_setting('pgfencing.lease')::bigint)",
+  onceRelease: (name) => `SELECT fencing.release_lease(${leaseName(name)}, ` +
+    "pg_catalog.current_setting('pgfencing.lease')::bigint) AS released, " +
+    "pg_catalog.set_config('pgfencing.lease', '', false)",
+  onceCleanup: (name, holder) => 'SELECT fencing.release_lease(name, token) AS released FROM fencing.leases' +
+    ' WHERE database = pg_catalog.current_database()' +
+    ` AND name = fencing.normalize_name(${leaseName(name)}) AND holder = ${sqlText(holder, 'the holder')}`,
   owned: (name, token) => 'SELECT EXISTS (SELECT 1 FROM fencing.leases' +
     ' WHERE database = pg_catalog.current_database()' +
     ` AND name = fencing.normalize_name(${leaseName(name)}) AND token = ${sqlBigint(token)}` +
@@ -276,23 +304,106 @@ function poolQuery(pool, text) {
   return pool.query(text).catch((err) => rethrow(err));
 }
 
+// Did the server end the session for idling in its transaction past its
+// limit (25P03)?  node-postgres reports the server's FATAL as an error
+// event of the client, and the next query as a broken connection.
+function idledOut(err, heard) {
+  return err.code === '25P03' || heard.some((e) => e.code === '25P03');
+}
+
+function idleLost(name, ttlMs, cause, what = 'batch') {
+  return new LeaseLostError(`fencing lease "${name}": the ${what} idled in its transaction past the ` +
+    `lease's ttl of ${ttlMs} ms, and the server ended its session`, { cause, code: '25P03' });
+}
+
+// Tell the server to cancel what client runs (the protocol's
+// CancelRequest, on a connection of its own, as libpq's PQcancel sends
+// it); settles once the server has closed that connection, after it
+// signalled the backend.
+function cancelRequest(client) {
+  const params = client.connectionParameters || {};
+  const host = params.host || 'localhost';
+  const port = params.port || 5432;
+  return new Promise((resolve) => {
+    const socket = host.startsWith('/') ? net.connect(path.join(host, `.s.PGSQL.${port}`)) : net.connect(port, host);
+    socket.on('connect', () => {
+      const message = Buffer.alloc(16);
+      message.writeInt32BE(16, 0);
+      message.writeInt32BE(80877102, 4);
+      message.writeInt32BE(client.processID, 8);
+      message.writeInt32BE(client.secretKey, 12);
+      socket.end(message);
+    });
+    socket.on('error', () => {});
+    socket.on('close', resolve);
+  });
+}
+
+function abortError(signal) {
+  return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
+}
+
+// acquire_lease on a client of its own, stopped by signal: a CancelRequest
+// ends the server's wait; a grant that came before it is released.
+async function acquireCancellable(pool, text, name, signal) {
+  if (signal.aborted) throw abortError(signal);
+  const client = await pool.connect();
+  let cancelling = null;
+  const onAbort = () => {
+    cancelling = cancelRequest(client);
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    let rows;
+    try {
+      ({ rows } = await client.query(text));
+    } catch (err) {
+      if (cancelling !== null) {
+        await cancelling;
+        throw abortError(signal);
+      }
+      rethrow(err);
+    }
+    signal.removeEventListener('abort', onAbort);
+    if (cancelling !== null) {
+      await cancelling; // the backend was signalled: nothing sent after this is cancelled
+      if (rows[0].token !== null) await client.query(SQL.release(name, BigInt(rows[0].token)));
+      throw abortError(signal);
+    }
+    return rows;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    client.release();
+  }
+}
+
+// The shortest renewal the server takes: 1 ms.
+const SHORTEST_MS = 1;
+
 // A lease on a name held by the server across COMMITs, ROLLBACKs and
 // reconnects, until released or until ttlMs passes without a renewal.  A
 // timer renews it every ttl/3 through the pool (never through the client
 // doing the work); when that fails with FN004, or cannot get through before
-// the lease may have expired, the lease is lost: `signal` aborts with a
-// LeaseLostError, 'lost' is emitted, and the next use() throws.
+// the lease may have expired, the lease is lost: `lost` becomes true, the
+// 'lost' listeners run, then `signal` aborts with a LeaseLostError, and
+// the next use() throws.
 class Lease extends EventEmitter {
-  constructor(pool, name, token, ttlMs, sentAt) {
+  constructor(pool, name, token, ttlMs, sentAt, grantedTtl, { atMostMs = null, atLeastMs = null } = {}) {
     super();
     this.pool = pool;
     this.name = name;
     this.ttlMs = ttlMs;
+    this.atMostMs = atMostMs;
+    this.atLeastMs = atLeastMs;
     this._token = token;
+    this._acquiredAt = sentAt;
     this._controller = new AbortController();
+    this._lost = false;
+    this._lostReason = null;
+    this.suspended = false;
     // {sent, ttl, answered} of each renewal that may have been the last one
     // the server applied (the acquisition first); see _settle().
-    this._renewals = [{ sent: sentAt, ttl: ttlMs, answered: performance.now() }];
+    this._renewals = [{ sent: sentAt, ttl: grantedTtl, answered: performance.now() }];
     this._released = false;
     this._renewTimer = null;
     this._watchdog = null;
@@ -301,8 +412,15 @@ class Lease extends EventEmitter {
   }
 
   // Take the lease: a Lease, or null when the name stayed held for
-  // timeoutMs (default 0: try once; null: as long as it takes).
-  static async acquire(pool, name, { ttlMs = 30000, timeoutMs = 0, holder, renew = true } = {}) {
+  // timeoutMs (default 0: try once; null: as long as it takes).  The wait
+  // is the server's.  signal (an AbortSignal) stops a waiting acquire: it
+  // throws signal.reason, holding nothing.  atMostMs: the lease never
+  // lasts past that long after it was taken, however often renewed;
+  // atLeastMs: a release before that long after it was taken leaves the
+  // name taken until then.
+  static async acquire(pool, name, {
+    ttlMs = 30000, timeoutMs = 0, holder, renew = true, signal, atMostMs = null, atLeastMs = null,
+  } = {}) {
     if (!isPool(pool)) {
       throw new TypeError('Lease.acquire() needs a pg Pool: the lease renews on a connection ' +
         'of its own while your client does the work');
@@ -310,15 +428,23 @@ class Lease extends EventEmitter {
     if (typeof name !== 'string') throw new TypeError('the lease name must be a string');
     const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
     if (ttl === null) throw new RangeError('ttlMs must be finite');
+    const atMost = milliseconds(atMostMs, 'atMostMs', { positive: true });
+    const atLeast = milliseconds(atLeastMs, 'atLeastMs', { positive: false });
+    if (atMost !== null && atLeast !== null && atLeast > atMost) {
+      throw new RangeError('atLeastMs must not be longer than atMostMs');
+    }
+    const granted = atMost === null ? ttl : Math.min(ttl, atMost);
     let remaining = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
     const deadline = remaining === null ? null : Date.now() + remaining;
     const who = holder !== undefined ? holder : `${os.hostname()} pid ${process.pid}`;
     for (;;) {
       const wait = remaining === null ? LONGEST_WAIT_MS : Math.min(remaining, LONGEST_WAIT_MS);
       const sentAt = performance.now();
-      const { rows } = await poolQuery(pool, SQL.acquire(name, ttl, wait, who));
+      const text = SQL.acquire(name, granted, wait, who);
+      const rows = signal ? await acquireCancellable(pool, text, name, signal) : (await poolQuery(pool, text)).rows;
       if (rows[0].token !== null) {
-        const lease = new Lease(pool, name, bigint(rows[0].token), ttl, sentAt);
+        const lease = new Lease(pool, name, bigint(rows[0].token), ttl, sentAt, granted,
+          { atMostMs: atMost, atLeastMs: atLeast });
         if (renew) lease._scheduleRenewal(ttl / 3);
         return lease;
       }
@@ -347,18 +473,79 @@ class Lease extends EventEmitter {
     }
   }
 
+  // A job that fits one batch, in one round trip: one query string of
+  // BEGIN, the acquisition, use_lease, the job's statements (sql: SQL
+  // text without values, one statement or several), COMMIT and the
+  // release.  { token, results } (the job's results), or null when the
+  // name stayed held for timeoutMs; a job that fails releases the lease in
+  // a second round trip and throws its error.  No renewal runs: the job
+  // must end within the ttl.
+  static async runOnce(pool, name, { ttlMs = 30000, timeoutMs = 0, holder } = {}, sql) {
+    if (!isPool(pool)) throw new TypeError('Lease.runOnce() needs a pg Pool');
+    if (typeof name !== 'string') throw new TypeError('the lease name must be a string');
+    if (typeof sql !== 'string' || sql.trim() === '') throw new TypeError('Lease.runOnce() needs the SQL text of the job');
+    const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
+    if (ttl === null) throw new RangeError('ttlMs must be finite');
+    const ms = milliseconds(timeoutMs, 'timeoutMs', { positive: false });
+    const wait = ms === null ? LONGEST_WAIT_MS : Math.min(ms, LONGEST_WAIT_MS);
+    const who = `${holder !== undefined ? holder : `${os.hostname()} pid ${process.pid}`} (once ${crypto.randomBytes(6).toString('hex')})`;
+    const job = sql.trim().replace(/;+\s*$/, '');
+    const text = ['BEGIN', SQL.onceAcquire(name, ttl, wait, who), SQL.onceUse(name), job, 'COMMIT',
+      SQL.onceRelease(name)].join(';\n');
+    const client = await pool.connect();
+    const heard = [];
+    const absorb = (err) => heard.push(err);
+    client.on('error', absorb);
+    try {
+      let results;
+      try {
+        results = await client.query(text);
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {});
+        const { rows } = await client.query(SQL.onceCleanup(name, who)).catch(() => ({ rows: [null] }));
+        if (rows.length === 0 && err.code === 'FN004') return null;
+        if (idledOut(err, heard)) throw idleLost(name, ttl, err, 'job');
+        throw translate(err) || err;
+      }
+      return { token: BigInt(results[1].rows[0].token), results: results.slice(3, results.length - 2) };
+    } finally {
+      client.off('error', absorb);
+      client.release();
+    }
+  }
+
+  // True when anybody holds a lease on name.
+  static async locked(pool, name) {
+    const { rows } = await poolQuery(pool, SQL.locked(name));
+    return rows[0].locked;
+  }
+
   // The fence token of this holding, a BigInt.
   get token() {
     return this._token;
   }
 
-  // Aborted, with a LeaseLostError as its reason, when the lease is lost.
+  // Aborted, with a LeaseLostError as its reason, when the lease is lost
+  // (after the 'lost' listeners ran).
   get signal() {
     return this._controller.signal;
   }
 
+  // True from the moment the lease is lost.
   get lost() {
-    return this._controller.signal.aborted;
+    return this._lost;
+  }
+
+  // What JSON.stringify(lease) writes: the token as text (JSON has no
+  // BigInt; JSON.stringify throws on one).
+  toJSON() {
+    return {
+      name: this.name,
+      token: this._token.toString(),
+      ttlMs: this.ttlMs,
+      expiresAt: this.expiresAt,
+      lost: this._lost,
+    };
   }
 
   // The first statement of each batch transaction on client: checks that
@@ -367,9 +554,12 @@ class Lease extends EventEmitter {
   async use(client) {
     this._checkUsable('use()');
     requireClient(client, 'use()');
-    const renewal = this._renewing(this.ttlMs);
+    const { text, span } = this._useQuery();
+    const renewal = this._renewing(span);
     try {
-      await this._work(client, SQL.use(this.name, this._token));
+      await client.query(text);
+    } catch (err) {
+      throw this._failure(err);
     } finally {
       renewal.answered = performance.now();
     }
@@ -381,55 +571,73 @@ class Lease extends EventEmitter {
   async bind(client) {
     this._checkUsable('bind()');
     requireClient(client, 'bind()');
-    await this._work(client, SQL.setToken(this._token));
+    try {
+      await client.query(SQL.setToken(this._token));
+    } catch (err) {
+      throw this._failure(err);
+    }
     return this._token;
   }
 
-  // One batch: BEGIN, use(), fn(client), COMMIT (ROLLBACK when fn throws);
-  // returns what fn returned.  Fencing's errors come out as pg-fencing
-  // errors; a StaleTokenError or LeaseLostError also loses the lease.  When
-  // fn caught an error of the transaction and went on, the server rolls
-  // it back at COMMIT: that error is thrown (the last one the server sent
-  // that did not come from the aborted transaction itself).
+  // One batch: BEGIN and use() in one round trip, fn(client), COMMIT
+  // (ROLLBACK when fn throws); returns what fn returned.  Fencing's errors
+  // come out as pg-fencing errors; a StaleTokenError or LeaseLostError
+  // also loses the lease, and once the lease is lost or past its deadline
+  // any error of the batch is a LeaseLostError (the original as its
+  // cause).  When fn caught an error of the transaction and went on, the
+  // server rolls it back at COMMIT: that error is thrown (the last one the
+  // server sent that did not come from the aborted transaction itself).
   async transaction(client, fn) {
     this._checkUsable('transaction()');
     requireClient(client, 'transaction()');
     watchStatus(client);
-    const errors = [];
+    const heard = [];
     const hear = (msg) => {
-      if (msg.code !== '25P02') errors.push(msg);
+      if (msg.code !== '25P02') heard.push(msg);
     };
+    // the server's FATAL while no query runs comes as the client's error
+    // event, which would otherwise end the process
+    const absorb = (err) => heard.push(err);
     const connection = client.connection && typeof client.connection.on === 'function' ? client.connection : null;
-    await client.query('BEGIN');
+    const emitter = typeof client.on === 'function' && typeof client.off === 'function' ? client : null;
     if (connection) connection.on('errorMessage', hear);
+    if (emitter) emitter.on('error', absorb);
     try {
-      await this.use(client);
+      const { text, span } = this._useQuery();
+      const renewal = this._renewing(span);
+      try {
+        await client.query(`BEGIN; ${text}`);
+      } finally {
+        renewal.answered = performance.now();
+      }
+      this._renewed(renewal);
       const result = await fn(client);
-      if (txStatus.get(client) === 'E') throw swallowed(errors, this.name);
+      if (txStatus.get(client) === 'E') throw swallowed(heard, this.name);
       const commit = await client.query('COMMIT');
-      if (commit.command === 'ROLLBACK') throw swallowed(errors, this.name);
+      if (commit.command === 'ROLLBACK') throw swallowed(heard, this.name);
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
-      const mapped = translate(err) || err;
-      this._loseOn(mapped);
-      throw mapped;
+      throw this._failure(err, heard);
     } finally {
       if (connection) connection.off('errorMessage', hear);
+      if (emitter) emitter.off('error', absorb);
     }
   }
 
-  // Renew now, for ttlMs (default: the lease's ttl); the new expiry (Date).
+  // Renew now, for ttlMs (default: the lease's ttl; never past atMostMs);
+  // the new expiry (Date).
   async renew({ ttlMs } = {}) {
     const ttl = milliseconds(ttlMs, 'ttlMs', { positive: true });
     this._checkUsable('renew()');
-    const renewal = this._renewing(ttl === null ? this.ttlMs : ttl);
+    const { ask, span } = this._capped(ttl);
+    if (span < SHORTEST_MS) throw this._reachedAtMost();
+    const renewal = this._renewing(span);
     let rows;
     try {
-      ({ rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, ttl)));
+      ({ rows } = await this.pool.query(SQL.renew(this.name, this._token, ask)));
     } catch (err) {
-      this._loseOn(err);
-      throw err;
+      throw this._failure(err);
     } finally {
       renewal.answered = performance.now();
     }
@@ -445,34 +653,38 @@ class Lease extends EventEmitter {
     return rows[0].owned;
   }
 
+  // True when anybody holds a lease on the name.
+  async locked() {
+    return Lease.locked(this.pool, this.name);
+  }
+
   // Free the lease.  LeaseLostError when the server no longer held it with
   // this token (it expired or was broken: work after that may have been
   // fenced out).  A release that did not get through (no client, a lost
-  // connection) leaves the lease to be released again.
+  // connection) leaves the lease to be released again.  Under atLeastMs, a
+  // release before that long after the acquisition renews the lease for
+  // what is left of it instead, and the name stays taken until it lapses.
   async release() {
     if (this._released) throw new FencingError(`fencing lease "${this.name}" is already released`);
     this._released = true;
     this._stopTimers();
-    let rows;
+    const keep = this.atLeastMs === null ? 0 : Math.floor(this._acquiredAt + this.atLeastMs - performance.now());
+    let released;
     try {
-      ({ rows } = await poolQuery(this.pool, SQL.release(this.name, this._token)));
+      if (keep >= SHORTEST_MS) {
+        released = await poolQuery(this.pool, SQL.renew(this.name, this._token, keep)).then(() => true, (err) => {
+          if (err instanceof LeaseLostError) return false;
+          throw err;
+        });
+      } else {
+        ({ rows: [{ released }] } = await poolQuery(this.pool, SQL.release(this.name, this._token)));
+      }
     } catch (err) {
       this._released = false;
       throw err;
     }
-    if (!rows[0].released) {
+    if (!released) {
       throw new LeaseLostError(`fencing lease "${this.name}" was not held with token ${this._token} any more`);
-    }
-  }
-
-  async _work(client, text) {
-    try {
-      await client.query(text);
-    } catch (err) {
-      const mapped = translate(err);
-      if (!mapped) throw err;
-      this._loseOn(mapped);
-      throw mapped;
     }
   }
 
@@ -480,14 +692,68 @@ class Lease extends EventEmitter {
     if (this._released) throw new FencingError(`${what}: fencing lease "${this.name}" is released`);
     if (!this.lost && performance.now() >= this._deadline) this._lose(this._notRenewed());
     if (this.lost) {
-      const reason = this.signal.reason;
+      const reason = this._lostReason;
       throw new LeaseLostError(reason.message, { cause: reason });
     }
+  }
+
+  // What an error that an operation of the lease met (use(), a statement
+  // of a batch, renew()) reaches the application as: FN004 a
+  // LeaseLostError and FN001 a StaleTokenError, both losing the lease; the
+  // server ending the batch's session for idling past the ttl (25P03) a
+  // LeaseLostError; anything else once the lease is lost or past its
+  // deadline a LeaseLostError; else the error as node-postgres threw it,
+  // or mapped by its SQLSTATE.  Each after the loss has run, with the
+  // original as its cause.  heard: what the server sent the batch's client.
+  _failure(err, heard = []) {
+    const mapped = translate(err) || err;
+    if (mapped instanceof LeaseLostError) {
+      this._lose(mapped);
+      return mapped;
+    }
+    if (mapped instanceof StaleTokenError) {
+      this._lose(new LeaseLostError(`fencing lease "${this.name}": a newer holder fenced this one out ` +
+        `(${mapped.message})`, { cause: mapped }));
+      return mapped;
+    }
+    if (idledOut(err, heard)) {
+      const lost = idleLost(this.name, this.ttlMs, err);
+      this._lose(lost);
+      return lost;
+    }
+    if (!this.lost && !this._released && performance.now() >= this._deadline) this._lose(this._notRenewed());
+    if (this.lost) return new LeaseLostError(this._lostReason.message, { cause: err });
+    return mapped;
   }
 
   _notRenewed() {
     return new LeaseLostError(`fencing lease "${this.name}" was not renewed within its ttl of ` +
       `${this.ttlMs} ms: it may have expired`);
+  }
+
+  _reachedAtMost() {
+    const lost = new LeaseLostError(`fencing lease "${this.name}" reached its atMostMs of ${this.atMostMs} ms`);
+    this._lose(lost);
+    return lost;
+  }
+
+  // {ask, span} of a renewal of ttl ms (null: the lease's own) sent now:
+  // what it asks the server for (null: the lease's ttl) and the ttl it
+  // gets; under atMostMs never past acquired + atMostMs.
+  _capped(ttl) {
+    const span = ttl === null ? this.ttlMs : ttl;
+    if (this.atMostMs === null) return { ask: ttl, span };
+    const left = Math.floor(this._acquiredAt + this.atMostMs - performance.now());
+    return left < span ? { ask: left, span: left } : { ask: ttl, span };
+  }
+
+  // use_lease for a batch sent now, and the ttl it renews for; under
+  // atMostMs, a renewal for what is left follows it in the same statement.
+  _useQuery() {
+    const { ask, span } = this._capped(null);
+    if (ask === null) return { text: SQL.use(this.name, this._token), span };
+    if (span < SHORTEST_MS) throw this._reachedAtMost();
+    return { text: SQL.useCapped(this.name, this._token, span), span };
   }
 
   // A renewal for ttl ms is sent now.  A renewal sets the server's expiry
@@ -529,9 +795,11 @@ class Lease extends EventEmitter {
     this._renewTimer = null;
     if (this._released || this.lost) return;
     const every = this.ttlMs / 3;
-    const renewal = this._renewing(this.ttlMs);
+    const { ask, span } = this._capped(null);
+    if (span < SHORTEST_MS) return; // atMostMs: the lease ends at its deadline
+    const renewal = this._renewing(span);
     try {
-      const { rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, null));
+      const { rows } = await poolQuery(this.pool, SQL.renew(this.name, this._token, ask));
       renewal.answered = performance.now();
       this.expiresAt = rows[0].expires_at;
       this._renewed(renewal);
@@ -546,8 +814,16 @@ class Lease extends EventEmitter {
         return;
       }
       this.emit('renewalError', err);
+      if (!this.suspended) {
+        this.suspended = true;
+        this._tell('suspended', err);
+      }
       if (!this._released) this._scheduleRenewal(Math.min(every, RETRY_MS));
       return;
+    }
+    if (this.suspended) {
+      this.suspended = false;
+      this._tell('resumed');
     }
     if (!this._released && !this.lost) this._scheduleRenewal(every);
   }
@@ -567,20 +843,28 @@ class Lease extends EventEmitter {
     this._watchdog.unref();
   }
 
-  _loseOn(err) {
-    if (err instanceof LeaseLostError) {
-      this._lose(err);
-    } else if (err instanceof StaleTokenError) {
-      this._lose(new LeaseLostError(`fencing lease "${this.name}": a newer holder fenced this one out ` +
-        `(${err.message})`, { cause: err }));
+  // Run the listeners of event one by one: one that throws is logged, and
+  // the others run.
+  _tell(event, ...args) {
+    for (const listener of this.rawListeners(event)) {
+      try {
+        listener.apply(this, args);
+      } catch (err) {
+        console.error(`pg-fencing: a '${event}' listener of fencing lease "${this.name}" threw:`, err);
+      }
     }
   }
 
+  // Lose the lease, in this order: the flag (`lost`), the timers stopped,
+  // the 'lost' listeners, and last the signal, so whoever wakes on it sees
+  // what the listeners did.
   _lose(reason) {
-    if (this.lost) return;
+    if (this._lost) return;
+    this._lost = true;
+    this._lostReason = reason;
     this._stopTimers();
+    this._tell('lost', reason);
     this._controller.abort(reason);
-    this.emit('lost', reason);
   }
 
   _stopTimers() {

@@ -6,22 +6,25 @@
 #
 #   test/clients/run.sh WORKDIR [FILE...]
 #
-#   clients/python/tests/test_*.py   pytest, with pgfencing installed by
-#                                    "pip install ./clients/python" into a
-#                                    venv over Debian's python3-psycopg,
-#                                    python3-psycopg-pool (no index, no
-#                                    build isolation: nothing downloaded)
-#   clients/node/test/*.test.js      node --test, in a copy of clients/node
-#                                    after "npm ci" (pg at the version its
-#                                    package-lock.json pins)
+#   clients/python/tests/test_*.py   pytest, with pgfencing installed from
+#                                    the wheel that "pip wheel
+#                                    --no-build-isolation --no-index" builds
+#                                    of clients/python, into a venv over
+#                                    Debian's python3-psycopg,
+#                                    python3-psycopg-pool (nothing
+#                                    downloaded)
+#   clients/node/test/*.test.js      node --test, in an application
+#                                    (test/clients/app: pg, typescript and
+#                                    the types at the versions its
+#                                    package-lock.json pins, "npm ci"),
+#                                    where the tarball that "npm pack"
+#                                    makes of clients/node is installed
 #   the READMEs' code blocks         run by test_readme.py and
 #                                    readme.test.js, those of README.md
 #                                    and doc/*.md by test_docs.py and
-#                                    docs.test.js, the Node ones in an
-#                                    application (test/clients/app: pg and
-#                                    pg-fencing from ../node, as
-#                                    "npm install pg ./clients/node" writes
-#                                    it, installed with "npm ci")
+#                                    docs.test.js, the Node ones in that
+#                                    application (the TypeScript ones
+#                                    compiled with tsc --strict first)
 #
 # npm installs pg from the npm registry, or only from the npm cache that
 # FENCING_NPM_CACHE names (npm's --offline).
@@ -152,21 +155,33 @@ psql -X -q -h "$WORK" -p "$BOUNCER_PORT" -d "$DB" -c 'SELECT 1' >/dev/null 2>&1 
 
 # --- the clients, installed as a user installs them ------------------------------
 
-# pip builds in the source directory: give it a copy.
+# pip builds in the source directory: give it a copy.  The tests import
+# pgfencing from the venv, where only the wheel put it.
 if [ ${#PY_FILES[@]} -gt 0 ]; then
 	cp -r "$PYDIR" "$WORK/python-src"
+	rm -rf "$WORK/python-src/build" "$WORK/python-src/dist"
 	{ /usr/bin/python3 -m venv --system-site-packages --without-pip "$WORK/venv" &&
-		/usr/bin/python3 -m pip --python "$WORK/venv/bin/python" install --no-index \
-			--no-build-isolation --no-cache-dir "$WORK/python-src"; } \
-		>"$WORK/pip.log" 2>&1 || setup_failed "pip install ./clients/python" "$WORK/pip.log"
+		/usr/bin/python3 -m pip wheel --no-index --no-build-isolation --no-deps --no-cache-dir \
+			-w "$WORK/dist" "$WORK/python-src" &&
+		/usr/bin/python3 -m pip --python "$WORK/venv/bin/python" install --no-index --no-cache-dir \
+			"$WORK"/dist/pgfencing-*.whl &&
+		rm -rf "$WORK/python-src/src" &&
+		"$WORK/venv/bin/python" -c 'import pgfencing, sys; sys.exit("pgfencing is not the installed one" if "/venv/" not in pgfencing.__file__ else 0)'; } \
+		>"$WORK/pip.log" 2>&1 || setup_failed "pip wheel / pip install of pgfencing" "$WORK/pip.log"
 fi
+# The tests run in the application, against the package as npm installs
+# it from its tarball (a copy, not a link into the tree).
 if [ ${#JS_FILES[@]} -gt 0 ]; then
 	cp -r "$NODEDIR" "$WORK/node"
 	rm -rf "$WORK/node/node_modules"
 	cp -r "$HERE/app" "$WORK/app"
-	{ (cd "$WORK/node" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE") &&
-		(cd "$WORK/app" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE"); } \
-		>"$WORK/npm.log" 2>&1 || setup_failed "npm ci / npm install ./clients/node" "$WORK/npm.log"
+	{ (cd "$WORK/node" && npm pack --ignore-scripts --no-update-notifier --pack-destination "$WORK") &&
+		(cd "$WORK/app" && npm ci --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" --cache "$NPM_CACHE" &&
+			npm install --no-save --no-audit --no-fund --ignore-scripts --no-update-notifier "$NPM_SOURCE" \
+				--cache "$NPM_CACHE" "$WORK"/pg-fencing-*.tgz) &&
+		[ ! -L "$WORK/app/node_modules/pg-fencing" ] && [ -f "$WORK/app/node_modules/pg-fencing/index.js" ] &&
+		cp -r "$WORK/node/test" "$WORK/app/test"; } \
+		>"$WORK/npm.log" 2>&1 || setup_failed "npm pack / npm ci / npm install of the tarball" "$WORK/npm.log"
 fi
 
 # --- the tests ---------------------------------------------------------------------
@@ -190,7 +205,7 @@ if [ ${#PY_FILES[@]} -gt 0 ]; then
 	cat "$WORK/pytest.log"
 fi
 if [ ${#JS_FILES[@]} -gt 0 ]; then
-	(cd "$WORK/node" && node --test --test-reporter="$HERE/tap_reporter.mjs" \
+	(cd "$WORK/app" && node --test --test-reporter="$HERE/tap_reporter.mjs" \
 		"${JS_FILES[@]/#/test/}") >"$WORK/node.tap" 2>"$WORK/node.err" || rc=1
 	cat "$WORK/node.err"
 fi

@@ -124,20 +124,28 @@ class Worker {
     });
     this.lines = [];
     this.waiting = [];
+    this.exited = null;
     readline.createInterface({ input: this.proc.stdout }).on('line', (line) => {
       const waiter = this.waiting.shift();
-      if (waiter) waiter(line);
+      if (waiter) waiter.resolve(line);
       else this.lines.push(line);
     });
+    this.proc.on('exit', (code, signal) => {
+      this.exited = new Error(`worker ${this.proc.pid} exited (${signal || code})`);
+      for (const waiter of this.waiting.splice(0)) waiter.reject(this.exited);
+    });
+    this.proc.stdin.on('error', () => {});
   }
 
   send(line) {
     this.proc.stdin.write(`${line}\n`);
   }
 
+  // The next line, or an error once the worker has exited without one.
   read() {
     if (this.lines.length > 0) return Promise.resolve(this.lines.shift());
-    return new Promise((resolve) => this.waiting.push(resolve));
+    if (this.exited) return Promise.reject(this.exited);
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
 
   ask(line) {
@@ -153,7 +161,9 @@ class Worker {
 // A proxy in front of the server, on a unix socket of its own (host: its
 // directory), whose traffic can be stopped as a network that swallows
 // packets stops it: after stall() nothing it receives goes on, until
-// resume().  holding is true while something it received waits there.
+// resume().  holding is true while something it received waits there;
+// ready counts the ReadyForQuery messages the server sent: one per round
+// trip.
 async function stallingProxy() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgstall-'));
   const port = process.env.PGPORT;
@@ -161,18 +171,34 @@ async function stallingProxy() {
   const sockets = new Set();
   let held = null; // while stalled: [socket, data] not passed on yet
   const pass = (to, data) => (held !== null ? held.push([to, data]) : to.write(data));
+  let ready = 0;
   const server = net.createServer((client) => {
     const upstream = net.connect(target);
+    let pending = Buffer.alloc(0);
+    // the server's messages: a type byte and a length each
+    const count = (data) => {
+      pending = Buffer.concat([pending, data]);
+      while (pending.length >= 5 && pending.length >= 1 + pending.readInt32BE(1)) {
+        if (pending[0] === 0x5a) ready += 1;
+        pending = pending.subarray(1 + pending.readInt32BE(1));
+      }
+    };
     for (const [from, to] of [[client, upstream], [upstream, client]]) {
       sockets.add(from);
       from.on('error', () => {});
       from.on('close', () => { sockets.delete(from); to.destroy(); });
-      from.on('data', (data) => pass(to, data));
+      from.on('data', (data) => {
+        if (from === upstream) count(data);
+        pass(to, data);
+      });
     }
   });
   await new Promise((resolve) => server.listen(path.join(dir, `.s.PGSQL.${port}`), resolve));
   return {
     host: dir,
+    get ready() {
+      return ready;
+    },
     get holding() {
       return held !== null && held.length > 0;
     },

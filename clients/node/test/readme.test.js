@@ -1,11 +1,13 @@
 // Copyright (c) 2026, the fencing developers
 //
-// The code blocks of README.md, run as a reader would run them, in a
-// database of their own: the sql blocks with psql, each js block as a
-// program of its own in the application directory FENCING_README_APP
-// (where pg and pg-fencing are installed as the README says), in the
-// page's order.  Only the node-redlock block of the side-by-side is not
-// run (it needs a Redis server); it is marked so on its first line.
+// The code blocks of README.md (the one the installed package carries),
+// run as a reader would run them, in a database of their own: the sql
+// blocks with psql, each js block as a program of its own in the
+// application directory FENCING_README_APP (where pg and pg-fencing are
+// installed as the README says), each ts block the same once tsc
+// --strict compiled it there (with @types/pg), in the page's order.  Only
+// the node-redlock block of the side-by-side is not run (it needs a Redis
+// server); it is marked so on its first line.
 
 'use strict';
 
@@ -16,7 +18,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { admin } = require('./helpers');
 
-const README = path.join(__dirname, '..', 'README.md');
+const README = path.join(path.dirname(require.resolve('pg-fencing')), 'README.md');
 const NOT_RUN = '// node-redlock with ioredis, for comparison (not run here';
 const DB = 'readme_node';
 
@@ -38,6 +40,18 @@ test('the README blocks run', async () => {
   });
   const env = { ...process.env, PGDATABASE: DB };
   execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-c', 'CREATE EXTENSION fencing'], { env });
+  // the TypeScript blocks, compiled with tsc --strict before anything runs
+  const ts = blocks.map(([lang], i) => (lang === 'ts' ? i : -1)).filter((i) => i >= 0);
+  assert.ok(ts.length >= 1, 'the README has a TypeScript block');
+  const sources = ts.map((i) => {
+    const file = path.join(app, `readme_block_${i + 1}.ts`);
+    fs.writeFileSync(file, blocks[i][1]);
+    return file;
+  });
+  const compiled = spawnSync(path.join(app, 'node_modules', '.bin', 'tsc'), ['--strict', '--noUnusedLocals',
+    '--target', 'es2022', '--module', 'commonjs', '--esModuleInterop', '--types', 'node',
+    '--outDir', path.join(app, 'ts-out'), ...sources], { cwd: app, encoding: 'utf8', timeout: 120000 });
+  assert.equal(compiled.status, 0, `tsc --strict failed on the README's TypeScript:\n${compiled.stdout}${compiled.stderr}`);
   blocks.forEach(([lang, code], i) => {
     let done;
     if (lang === 'sql') {
@@ -45,6 +59,9 @@ test('the README blocks run', async () => {
     } else if (lang === 'js' && !code.startsWith(NOT_RUN)) {
       const file = path.join(app, `readme_block_${i + 1}.js`);
       fs.writeFileSync(file, code);
+      done = spawnSync(process.execPath, [file], { cwd: app, env, encoding: 'utf8', timeout: 90000 });
+    } else if (lang === 'ts') {
+      const file = path.join(app, 'ts-out', `readme_block_${i + 1}.js`);
       done = spawnSync(process.execPath, [file], { cwd: app, env, encoding: 'utf8', timeout: 90000 });
     } else {
       return;

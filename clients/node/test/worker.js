@@ -5,11 +5,22 @@
 // per line on stdout:
 //
 //   acquire NAME TTL_MS   "granted TOKEN" or "busy" (tries once)
+//   acquire_wait NAME TTL_MS TIMEOUT_MS
+//                         the same, waiting up to TIMEOUT_MS in the server
 //   write TABLE ID        a batch: lease.transaction(), one UPDATE of row ID;
 //                         "ok" or the pg-fencing error's name
 //   write_old TABLE ID    the same UPDATE with the token set by hand
 //                         (fencing.set_token), as a holder that ignores
 //                         LeaseLostError would write
+//   frozen TABLE ID       a batch: lease.transaction(), one UPDATE of row ID,
+//                         then "paused"; it reads one more line (the test
+//                         stops this process meanwhile) and sends a second
+//                         UPDATE in the same batch; then, for the error the
+//                         batch threw: its name, whether lease.lost and
+//                         lease.signal.aborted were set when it came, how
+//                         many 'lost' listeners had run, what the listener
+//                         saw (the flag and the signal), and whether its
+//                         cause is node-postgres's
 //   lost                  "yes" or "no"
 //   release               "released" or the error's name
 
@@ -21,13 +32,45 @@ const { Lease, FencingError, translate } = require('pg-fencing');
 
 const pool = new Pool({ max: 3 });
 let lease = null;
+let seen = [];
+// a command that reads a line of its own (frozen) waits here
+let nextLine = null;
+
+const yes = (flag) => (flag ? 'yes' : 'no');
+
+async function frozen(table, row) {
+  const client = await pool.connect();
+  try {
+    await lease.transaction(client, async (c) => {
+      await c.query(`UPDATE ${table} SET amount = amount + 1 WHERE id = $1`, [row]);
+      const go = new Promise((resolve) => { nextLine = resolve; });
+      process.stdout.write('paused\n');
+      await go;
+      await c.query(`UPDATE ${table} SET amount = amount + 1 WHERE id = $1`, [row]);
+    });
+    return 'ok';
+  } catch (err) {
+    const cause = err.cause instanceof Error && !(err.cause instanceof FencingError) ? 'pg' : String(err.cause);
+    return `${err.name} lost=${yes(lease.lost)} fired=${yes(lease.signal.aborted)} ` +
+      `callbacks=${seen.length} callback_saw=${seen.join(',')} cause=${cause}`;
+  } finally {
+    client.release();
+  }
+}
 
 async function run(words) {
-  const [command, arg1, arg2] = words;
+  const [command, arg1, arg2, arg3] = words;
   switch (command) {
     case 'acquire':
-      lease = await Lease.acquire(pool, arg1, { ttlMs: Number(arg2) });
+    case 'acquire_wait':
+      seen = [];
+      lease = await Lease.acquire(pool, arg1, { ttlMs: Number(arg2), timeoutMs: command === 'acquire' ? 0 : Number(arg3) });
+      if (lease !== null) {
+        lease.on('lost', () => seen.push(`flag:${yes(lease.lost)}/event:${yes(lease.signal.aborted)}`));
+      }
       return lease === null ? 'busy' : `granted ${lease.token}`;
+    case 'frozen':
+      return frozen(arg1, Number(arg2));
     case 'write': {
       const client = await pool.connect();
       try {
@@ -66,6 +109,12 @@ async function run(words) {
 // One command at a time, in order.
 let queue = Promise.resolve();
 readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  if (nextLine !== null) {
+    const resolve = nextLine;
+    nextLine = null;
+    resolve(line);
+    return;
+  }
   queue = queue.then(async () => {
     let answer;
     try {

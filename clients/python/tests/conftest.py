@@ -174,7 +174,8 @@ class StallingProxy:
     """A proxy in front of the server, on a unix socket of its own, whose
     traffic can be stopped as a network that swallows packets stops it:
     after stall() nothing it receives goes on, until resume().  holding is
-    set once something it received since stall() waits there."""
+    set once something it received since stall() waits there.  ready counts
+    the ReadyForQuery messages the server sent: one per round trip."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="pgstall-")
@@ -183,6 +184,7 @@ class StallingProxy:
         self.flowing = threading.Event()
         self.flowing.set()
         self.holding = threading.Event()
+        self.ready = 0
         self.sockets = []
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(os.path.join(self.dir, f".s.PGSQL.{self.port}"))
@@ -215,15 +217,22 @@ class StallingProxy:
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.connect(self.target)
             self.sockets += [client, server]
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, count in ((client, server, False), (server, client, True)):
+                threading.Thread(target=self._pump, args=(src, dst, count), daemon=True).start()
 
-    def _pump(self, src, dst):
+    def _pump(self, src, dst, count):
+        pending = b""
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if count:  # the server's messages: a type byte and a length each
+                    pending += data
+                    while len(pending) >= 5 and len(pending) >= 1 + int.from_bytes(pending[1:5], "big"):
+                        if pending[:1] == b"Z":
+                            self.ready += 1
+                        pending = pending[1 + int.from_bytes(pending[1:5], "big"):]
                 if not self.flowing.is_set():
                     self.holding.set()
                 self.flowing.wait()

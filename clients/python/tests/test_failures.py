@@ -70,6 +70,29 @@ def test_a_release_that_did_not_get_through_keeps_the_token(admin):
     assert held(admin, name) == 0
 
 
+def test_async_a_release_that_did_not_get_through_keeps_the_token(admin):
+    name = unique("release-again-aio")
+    app = unique("releaser-aio")
+
+    async def main():
+        lease = pgfencing.aio.Lease(conninfo(application_name=app), name, ttl=600, renew=False)
+        assert await lease.acquire(blocking=False)
+        token = lease.token
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                      (app,))
+        wait_for(lambda: admin.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
+                                       (app,)).fetchone()[0], 10, "the lease's connection ended")
+        with pytest.raises(psycopg.OperationalError):
+            await lease.release()
+        assert lease.token == token
+        assert held(admin, name) == 1
+        await lease.release()
+        assert lease.token is None
+
+    asyncio.run(main())
+    assert held(admin, name) == 0
+
+
 def test_a_batch_whose_block_caught_its_failure_is_not_a_success(ledger, admin):
     name = unique("caught")
     with pgfencing.Lease(conninfo(), name, ttl=30) as lease, psycopg.connect(conninfo()) as conn:

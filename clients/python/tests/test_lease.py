@@ -123,6 +123,22 @@ def test_a_stale_write_inside_a_batch_is_stale_token_and_loses_the_lease(ledger,
     assert admin.execute(f"SELECT amount FROM {ledger} WHERE id = 1").fetchone() == (1,)
 
 
+def test_transaction_in_pipeline_mode(ledger, admin):
+    with pgfencing.Lease(conninfo(), unique("pipeline")) as lease, psycopg.connect(conninfo()) as conn:
+        with conn.pipeline():
+            with lease.transaction(conn):
+                conn.execute(f"UPDATE {ledger} SET amount = 11 WHERE id = 1")
+            token = lease.token
+            admin.execute(f"UPDATE {ledger} SET fence = fencing.next_token() WHERE id = 2")
+            with pytest.raises(pgfencing.StaleToken):
+                with lease.transaction(conn):
+                    conn.execute(f"UPDATE {ledger} SET amount = 12 WHERE id = 2")
+        assert lease.lost.is_set()
+        lease.raise_on_release_error = False
+    assert admin.execute(f"SELECT amount FROM {ledger} ORDER BY id").fetchall() == [(11,), (0,)]
+    assert admin.execute(f"SELECT fence FROM {ledger} WHERE id = 1").fetchone() == (token,)
+
+
 def test_bind_sets_only_the_token(ledger):
     name = unique("bind")
     with pgfencing.Lease(conninfo(), name) as lease, psycopg.connect(conninfo()) as conn:

@@ -15,6 +15,7 @@ The asyncio twin is pgfencing.aio.
 
 from .errors import (
     Busy,
+    Cancelled,
     FencingError,
     LeaseLost,
     NameCollision,
@@ -30,6 +31,7 @@ __version__ = "1.2.0"
 
 __all__ = [
     "Busy",
+    "Cancelled",
     "FencingError",
     "Lease",
     "LeaseLost",

@@ -5,6 +5,7 @@ none of which does I/O."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
@@ -12,12 +13,12 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import psycopg
 from psycopg import pq
 
-from .errors import FencingError, LeaseLost, NotInTransaction, StaleToken
+from .errors import Cancelled, FencingError, LeaseLost, NotInTransaction, StaleToken, idled_out, translate
 
 logger = logging.getLogger("pgfencing")
 
@@ -49,6 +50,34 @@ ACQUIRE = "SELECT fencing.acquire_lease({}, {}, {}, {})"
 RENEW = "SELECT fencing.renew_lease({}, {}, {})"
 RELEASE = "SELECT fencing.release_lease({}, {})"
 USE = "SELECT fencing.use_lease({}, {})"
+# use_lease renews for the ttl the lease was taken with; under at_most, a
+# renewal for what is left follows it in the same statement.
+USE_CAPPED = "SELECT fencing.use_lease({0}, {1}), fencing.renew_lease({0}, {1}, {2})"
+# extend(): the lease's time left on the server, plus more, at most a cap;
+# the answer says which ttl the renewal got.
+EXTEND = (
+    "SELECT fencing.renew_lease({0}, {1}, x.ttl), extract(epoch FROM x.ttl)::float8"
+    " FROM (SELECT least(greatest(coalesce((SELECT expires_at"
+    " FROM fencing.leases WHERE database = pg_catalog.current_database()"
+    " AND name = fencing.normalize_name({0}) AND token = {1})"
+    " - pg_catalog.clock_timestamp(), '0'::interval), '0'::interval) + {2}, {3}) AS ttl) AS x"
+)
+# A job that fits one batch, in one round trip (Lease.once): BEGIN, the
+# acquisition, which keeps its token in a setting of the session ("0" when
+# the name stayed held, which use_lease refuses with FN004, so the batch
+# stops there), use_lease, the job's statements, COMMIT, and the release,
+# which empties the setting.  The setting outlives the COMMIT, so the
+# release can name the token; a batch that fails rolls it back with it.
+ONCE_ACQUIRE = ("SELECT pg_catalog.set_config('pgfencing.lease',"
+                " coalesce(fencing.acquire_lease({}, {}, {}, {})::pg_catalog.text, '0'), false)")
+ONCE_USE = "SELECT fencing.use_lease({}, pg_catalog.current_setting('pgfencing.lease')::bigint)"
+ONCE_RELEASE = ("SELECT fencing.release_lease({}, pg_catalog.current_setting('pgfencing.lease')::bigint),"
+                " pg_catalog.set_config('pgfencing.lease', '', false)")
+# After a failed one-round-trip job: the lease it may hold is found by
+# its holder, which is unique to the call, and released.
+ONCE_CLEANUP = ("SELECT token, fencing.release_lease(name, token) FROM fencing.leases"
+                " WHERE database = pg_catalog.current_database()"
+                " AND name = fencing.normalize_name({}) AND holder = {}")
 SET_TOKEN = "SELECT fencing.set_token({})"
 OWNED = (
     "SELECT EXISTS (SELECT 1 FROM fencing.leases"
@@ -112,6 +141,15 @@ def use_sql(name: str, token: int) -> str:
 
 def set_token_sql(token: int) -> str:
     return SET_TOKEN.format(bigint(token))
+
+
+def use_capped_sql(name: str, token: int, ttl: float) -> str:
+    return USE_CAPPED.format(text(name, "the lease name"), bigint(token), seconds_interval(ttl))
+
+
+def extend_sql(name: str, token: int, more: float, cap: float) -> str:
+    return EXTEND.format(text(name, "the lease name"), bigint(token), seconds_interval(more),
+                         seconds_interval(cap))
 
 
 def release_sql(name: str, token: int) -> str:
@@ -273,11 +311,14 @@ class LeaseState:
         # [sent, ttl, answered (inf while in flight)] of each renewal that
         # may have been the last one the server applied
         self.renewals: List[List[float]] = []
+        # the monotonic time the acquisition was sent
+        self.acquired = 0.0
 
-    def granted(self, token: int, sent: float) -> None:
+    def granted(self, token: int, sent: float, ttl: float) -> None:
         with self.mutex:
             self.token = token
-            self.renewals = [[sent, self.ttl, time.monotonic()]]
+            self.acquired = sent
+            self.renewals = [[sent, ttl, time.monotonic()]]
             self.lost_reason = None
             self._settle()
 
@@ -326,20 +367,15 @@ class LeaseState:
             f"of {self.ttl:g} s: it may have expired"
         )
 
-    def check_usable(self, what: str, lose: Callable[[LeaseLost], None]) -> int:
-        """The token, or why the lease may not be used; a lease past its
-        deadline is lost through ``lose`` (the handle's own, which also
-        tells its callbacks)."""
-        if self.token is None:
-            raise FencingError(f'{what}: lease "{self.name}" is not acquired')
-        if self.lost_reason is None and self.overdue():
-            lose(self.not_renewed())
-        if self.lost_reason is not None:
-            raise LeaseLost(str(self.lost_reason)) from self.lost_reason
-        return self.token
+    def settle_answer(self, renewal: List[float], ttl: float) -> None:
+        """The server said which ttl a renewal got (one whose ttl it
+        computed): its deadline is sent + that ttl."""
+        with self.mutex:
+            renewal[1] = ttl
+            self._settle()
 
-    def acquire_sql(self, wait: datetime.timedelta, holder: str) -> str:
-        return ACQUIRE.format(text(self.name, "the lease name"), seconds_interval(self.ttl),
+    def acquire_sql(self, ttl: float, wait: datetime.timedelta, holder: str) -> str:
+        return ACQUIRE.format(text(self.name, "the lease name"), seconds_interval(ttl),
                               sql_interval(wait), text(holder, "the holder"))
 
 
@@ -366,34 +402,123 @@ def lost_in_block(name: str, token: int) -> LeaseLost:
                      "(the batch's transaction failed in the block and was rolled back)")
 
 
-def call_back(callback: Callable[[Any], None], lease: Any) -> None:
+def call_back(callback: Callable[..., None], lease: Any, *args: Any, what: str = "on_lost") -> None:
     try:
-        callback(lease)
+        callback(lease, *args)
     except Exception:
-        logger.exception("an on_lost callback of fencing lease %r failed", lease.name)
+        logger.exception("an %s callback of fencing lease %r failed", what, lease.name)
+
+
+def idle_lost(name: str, ttl: float, exc: BaseException, what: str = "batch") -> LeaseLost:
+    """The loss when the server ended a batch's session for idling in its
+    transaction past the lease's ttl (25P03)."""
+    lost = LeaseLost(f'fencing lease "{name}": the {what} idled in its transaction past the '
+                     f"lease's ttl of {ttl:g} s, and the server ended its session", "25P03")
+    lost.__cause__ = exc
+    return lost
+
+
+def once_failure(name: str, ttl: float, exc: BaseException, deadline: float) -> BaseException:
+    """What an error of a failed Lease.once() job reaches the application
+    as: the idle limit as LeaseLost, any error once the job's deadline
+    (its send time + ttl) has passed as LeaseLost, fencing's by SQLSTATE,
+    else itself."""
+    if isinstance(exc, FencingError) and not isinstance(exc, LeaseLost):
+        return exc
+    if idled_out(exc):
+        return idle_lost(name, ttl, exc, "job")
+    if time.monotonic() >= deadline and not isinstance(exc, LeaseLost):
+        lost = LeaseLost(f'fencing lease "{name}": the job ran past the lease\'s ttl of {ttl:g} s')
+        lost.__cause__ = exc
+        return lost
+    if isinstance(exc, psycopg.Error):
+        mapped = translate(exc)
+        if mapped is not None:
+            mapped.__cause__ = exc
+            return mapped
+    return exc
+
+
+def once_sql(name: str, ttl: float, timeout: Optional[float], holder: str) -> Tuple[str, str, str]:
+    """The statements of Lease.once() before and after the job's own."""
+    lease = text(name, "the lease name")
+    acquire = ONCE_ACQUIRE.format(lease, seconds_interval(ttl), sql_interval(wait_interval(True, timeout)),
+                                  text(holder, "the holder"))
+    return acquire, ONCE_USE.format(lease), ONCE_RELEASE.format(lease)
+
+
+def once_cleanup_sql(name: str, holder: str) -> str:
+    return ONCE_CLEANUP.format(text(name, "the lease name"), text(holder, "the holder"))
+
+
+def busy_in_once(exc: BaseException) -> bool:
+    """Is a failed Lease.once() one whose name was held?  Its use_lease
+    refused the token 0 (FN004), and no lease of the call was found."""
+    return isinstance(exc, psycopg.Error) and exc.sqlstate == "FN004"
+
+
+def once_holder(holder: str) -> str:
+    """The holder of one Lease.once() call: the lease's, with a nonce that
+    finds this call's lease again after a failure."""
+    return f"{holder} (once {os.urandom(6).hex()})"
+
+
+# acquire()'s timeout when the caller gives none: the constructor's.
+DEFAULT = object()
+
+# The shortest renewal the server takes (a ttl of 1 ms).
+SHORTEST = 0.001
+
+
+class LostFlag:
+    """What ``lease.lost`` adds to its event (threading's or asyncio's):
+    ``is_set()`` is true from the moment the lease is lost, while
+    ``wait()`` returns once the on_lost callbacks have run."""
+
+    _lease_state: LeaseState
+
+    def is_set(self) -> bool:
+        return self._lease_state.lost_reason is not None or super().is_set()  # type: ignore[misc]
 
 
 class LeaseBase:
     """What the blocking and the asyncio Lease share: their arguments, the
-    token, and what losing the lease does.  ``lost`` is the subclass's
-    Event (threading or asyncio)."""
+    token, the ttl each renewal asks for, and what losing the lease does.
+    ``lost`` is the subclass's event (threading or asyncio), whose
+    ``is_set()`` is true from the moment the lease is lost, and whose
+    ``wait()`` returns once the on_lost callbacks have run."""
 
     lost: Any
 
     def __init__(self, name: str, ttl: float, holder: Optional[str], timeout: Optional[float],
                  renew: bool, on_lost: Optional[Callable[[Any], None]],
-                 raise_on_release_error: bool) -> None:
+                 raise_on_release_error: bool, at_most: Optional[float], at_least: Optional[float],
+                 on_suspended: Optional[Callable[[Any, Exception], None]],
+                 on_resumed: Optional[Callable[[Any], None]]) -> None:
         if not isinstance(name, str):
             raise TypeError("the lease name must be a str")
         self.name = name
         self.ttl = seconds(ttl, "ttl", positive=True) or 0.0
         self.timeout = seconds(timeout, "timeout", positive=False)
+        self.at_most = seconds(at_most, "at_most", positive=True)
+        self.at_least = seconds(at_least, "at_least", positive=False)
+        if self.at_most is not None and self.at_least is not None and self.at_least > self.at_most:
+            raise ValueError("at_least must not be longer than at_most")
         self.holder = holder if holder is not None else default_holder()
         self.renewal = renew
         self.raise_on_release_error = raise_on_release_error
         self._state = LeaseState(name, self.ttl)
         if on_lost is not None:
             self._state.callbacks.append(on_lost)
+        self._on_suspended: List[Callable[[Any, Exception], None]] = []
+        self._on_resumed: List[Callable[[Any], None]] = []
+        if on_suspended is not None:
+            self._on_suspended.append(on_suspended)
+        if on_resumed is not None:
+            self._on_resumed.append(on_resumed)
+        self.suspended = False
+        # the thread that runs the loss while it runs (the blocking client)
+        self._losing: Optional[int] = None
 
     def __repr__(self) -> str:
         return (f"<{type(self).__module__}.{type(self).__name__} {self.name!r} "
@@ -417,10 +542,68 @@ class LeaseBase:
         if self.lost.is_set():
             call_back(callback, self)
 
+    def on_suspended(self, callback: Callable[[Any, Exception], None]) -> None:
+        """Call ``callback(lease, error)`` when a background renewal fails
+        and the lease is not lost yet (its deadline has not come)."""
+        self._on_suspended.append(callback)
+
+    def on_resumed(self, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(lease)`` when a background renewal succeeds
+        after a suspension."""
+        self._on_resumed.append(callback)
+
+    # --- the ttl of each request -------------------------------------------------
+
+    def _left(self) -> Optional[float]:
+        """Seconds left before at_most ends the lease (None: no ceiling)."""
+        if self.at_most is None:
+            return None
+        return self._state.acquired + self.at_most - time.monotonic()
+
+    def _capped(self, ttl: Optional[float]) -> Tuple[Optional[float], float]:
+        """(what a renewal asks the server for, the ttl it gets) for a
+        renewal of ``ttl`` seconds (None: the lease's own) sent now: under
+        at_most, never past acquired + at_most."""
+        span = ttl if ttl is not None else self.ttl
+        left = self._left()
+        if left is not None and left < span:
+            return left, left
+        return ttl, span
+
+    def _acquire_ttl(self) -> float:
+        return self.ttl if self.at_most is None else min(self.ttl, self.at_most)
+
+    def _use_query(self, token: int) -> Tuple[str, float]:
+        """use_lease for a batch sent now, and the ttl it renews for."""
+        ask, span = self._capped(None)
+        if ask is None:
+            return use_sql(self.name, token), span
+        if span < SHORTEST:
+            raise self._reached_at_most()
+        return use_capped_sql(self.name, token, span), span
+
+    def _reached_at_most(self) -> LeaseLost:
+        lost = LeaseLost(f'fencing lease "{self.name}" reached its at_most of {self.at_most:g} s')
+        self._lose(lost)
+        return lost
+
+    def _at_least_left(self) -> Optional[float]:
+        """At release: how long the name must stay taken (at_least), or
+        None when it may be freed now."""
+        if self.at_least is None:
+            return None
+        left = self._state.acquired + self.at_least - time.monotonic()
+        return left if left >= SHORTEST else None
+
+    # --- errors and their order -----------------------------------------------------
+
     def _busy(self) -> FencingError:
         from .errors import Busy
 
         return Busy(f'fencing lease "{self.name}" is held by another holder')
+
+    def _cancelled(self) -> Cancelled:
+        return Cancelled(f'fencing lease "{self.name}": acquire() was cancelled; nothing is held')
 
     def _not_acquired(self) -> FencingError:
         return FencingError(f'fencing lease "{self.name}" is not acquired')
@@ -442,18 +625,72 @@ class LeaseBase:
         logger.warning('fencing lease "%s": release at the end of the block: %s', self.name, err)
         return False
 
-    def _lose_on(self, err: FencingError) -> None:
-        if isinstance(err, LeaseLost):
-            self._lose(err)
-        elif isinstance(err, StaleToken):
-            self._lose(stale_lost(self.name, err))
+    def _check_usable(self, what: str) -> int:
+        """The token, or why the lease may not be used: LeaseLost once it is
+        lost or past its deadline (after the loss has run)."""
+        state = self._state
+        if state.token is None:
+            raise FencingError(f'{what}: lease "{self.name}" is not acquired')
+        if state.lost_reason is None and state.overdue():
+            self._lose(state.not_renewed())
+        reason = state.lost_reason
+        if reason is not None:
+            self._await_loss()
+            raise LeaseLost(str(reason)) from reason
+        return state.token
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        """What an error that an operation of the lease met (use(), a
+        statement of a batch, renew()) reaches the application as.  FN004:
+        LeaseLost, and FN001: StaleToken, both losing the lease; the server
+        ending the batch's session for idling past the ttl (25P03):
+        LeaseLost; anything else once the lease is lost or past its
+        deadline: LeaseLost; else the error as the driver raised it, or
+        mapped by its SQLSTATE.  Each after the loss has run, with the
+        driver's error as its cause."""
+        mapped = exc
+        if isinstance(exc, psycopg.Error):
+            mapped = translate(exc) or exc
+            if mapped is not exc:
+                mapped.__cause__ = exc
+        if isinstance(mapped, LeaseLost):
+            self._lose(mapped)
+            return mapped
+        if isinstance(mapped, StaleToken):
+            self._lose(stale_lost(self.name, mapped))
+            return mapped
+        if idled_out(exc):
+            lost = idle_lost(self.name, self.ttl, exc)
+            self._lose(lost)
+            return lost
+        state = self._state
+        if state.token is not None and state.lost_reason is None and state.overdue():
+            self._lose(state.not_renewed())
+        reason = state.lost_reason
+        if state.token is not None and reason is not None:
+            self._await_loss()
+            lost = LeaseLost(str(reason))
+            lost.__cause__ = exc
+            return lost
+        return mapped
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        """Raise an error of an operation of the lease as _failure() says."""
+        try:
+            yield
+        except Exception as exc:
+            err = self._failure(exc)
+            if err is exc:
+                raise
+            raise err from exc
 
     def _arm_watchdog(self) -> None:
         """What the subclass arms to lose the lease at its deadline."""
 
     def _renewing(self, ttl: Optional[float]) -> List[float]:
-        """A renewal is sent: the deadline may come sooner (it may run and
-        set a shorter expiry than the one before)."""
+        """A renewal for ttl seconds is sent: the deadline may come sooner
+        (it may run and set a shorter expiry than the one before)."""
         renewal = self._state.renewing(ttl)
         self._arm_watchdog()
         return renewal
@@ -463,19 +700,30 @@ class LeaseBase:
         self._arm_watchdog()
 
     def _renewal_failed(self, exc: Exception, interval: float) -> Optional[float]:
-        """After a renewal failed for a reason other than FN004: the pause
-        before trying again, or None when the lease may have expired."""
+        """After a background renewal failed for a reason other than FN004:
+        the pause before trying again, or None when the lease may have
+        expired.  The first failure of a run of them suspends the lease."""
         if self._state.overdue():
             self._lose(self._state.not_renewed())
             return None
         logger.warning('fencing lease "%s": renewal failed, trying again: %s', self.name, exc)
+        if not self.suspended:
+            self.suspended = True
+            for callback in list(self._on_suspended):
+                call_back(callback, self, exc, what="on_suspended")
         return min(interval, RETRY_SECONDS)
+
+    def _renewal_succeeded(self) -> None:
+        if self.suspended:
+            self.suspended = False
+            for callback in list(self._on_resumed):
+                call_back(callback, self, what="on_resumed")
 
     def _deadline_passed(self) -> None:
         """The watchdog ran: lose the lease if its deadline has come.  A
         timer may run a little before its time; it is then set again for
         what is left."""
-        if self._state.token is None or self.lost.is_set():
+        if self._state.token is None or self._state.lost_reason is not None:
             return
         if self._state.overdue():
             self._lose(self._state.not_renewed())
@@ -485,11 +733,23 @@ class LeaseBase:
     def _stopping(self) -> None:
         """What the subclass stops when the lease is lost."""
 
+    def _await_loss(self) -> None:
+        """Return once the loss has run (another thread may be running it)."""
+
     def _lose(self, reason: LeaseLost) -> None:
+        """Lose the lease, in this order: the flag (``lost.is_set()``), the
+        renewal stopped, the on_lost callbacks (one that raises is logged),
+        and last the event that ``lost.wait()`` waits for, so whoever wakes
+        on it sees what the callbacks did."""
         if not self._state.lose(reason):
+            self._await_loss()
             return
-        self._stopping()
-        self.lost.set()
-        logger.warning("%s", reason)
-        for callback in list(self._state.callbacks):
-            call_back(callback, self)
+        self._losing = threading.get_ident()
+        try:
+            self._stopping()
+            logger.warning("%s", reason)
+            for callback in list(self._state.callbacks):
+                call_back(callback, self)
+        finally:
+            self._losing = None
+            self.lost.set()

@@ -32,14 +32,21 @@ class Busy(FencingError):
     """The name is held by someone else and stayed held for the timeout."""
 
 
+class Cancelled(FencingError):
+    """A waiting acquire() was cancelled (Lease.cancel()); nothing is held."""
+
+
 class LeaseLost(FencingError):
     """The lease (or the transaction lock) is gone: stop the work.
 
     Raised for FN004 (expired, released, broken, taken over, lost in a
     crash), when the background renewal could not renew within the ttl,
-    and, for a transaction lock, when the server ended the session that
-    held it (25P03, 25P04, 57P01).  Never reconnect and carry on: acquire
-    again to start over.
+    when the server ended a batch's session for idling in its transaction
+    past the lease's ttl (25P03), for any error an operation of the lease
+    meets once the lease is lost or past its deadline (the driver's error
+    as ``__cause__``), and, for a transaction lock, when the server ended
+    the session that held it (25P03, 25P04, 57P01).  Never reconnect and
+    carry on: acquire again to start over.
     """
 
     sqlstate = "FN004"
@@ -83,6 +90,16 @@ _BY_SQLSTATE: dict[str, Type[FencingError]] = {
 # transaction's time limit, an administrator's pg_terminate_backend): a
 # transaction lock ends with it.
 SESSION_ENDED = frozenset({"25P03", "25P04", "57P01"})
+
+
+def idled_out(exc: BaseException) -> bool:
+    """Did the server end the session for idling in its transaction past
+    its limit (25P03)?  libpq reports the server's FATAL with its
+    SQLSTATE when it read it, and its message alone when the connection
+    broke while it was read."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    return exc.sqlstate == "25P03" or "idle-in-transaction timeout" in str(exc)
 
 
 def _ended_session(exc: psycopg.Error) -> bool:
