@@ -55,8 +55,9 @@ func WithHolder(text string) Option {
 // OnLost adds a function called with the reason when the lease is lost,
 // before Done is closed.  A panic in one is logged and does not stop the
 // others.  The functions run one after another in the goroutine that
-// noticed the loss: they must not wait for Done or Context, which close
-// after they return.
+// noticed the loss.  They must not wait for Done or Context, which close
+// after they return, nor call Use, Transaction or Renew, which return
+// only after the loss has run; Err and Release may be called.
 func OnLost(f func(reason error)) Option {
 	return func(o *options) { o.onLost = append(o.onLost, f) }
 }
@@ -97,11 +98,9 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// stopRenewal ends the renewal goroutine and cancels its statement;
-	// renewalExited is closed when it has returned.
-	stopRenewal   context.CancelFunc
-	renewalCtx    context.Context
-	renewalExited chan struct{}
+	// stopRenewal ends the renewal goroutine and cancels its statement.
+	stopRenewal context.CancelFunc
+	renewalCtx  context.Context
 
 	mu        sync.Mutex
 	renewals  []*renewal // see settleLocked
@@ -197,7 +196,6 @@ func granted(db Querier, name string, ttl time.Duration, token int64, sent time.
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.renewalCtx, l.stopRenewal = context.WithCancel(context.Background())
-	l.renewalExited = make(chan struct{})
 	l.mu.Lock()
 	l.renewals = []*renewal{{sent: sent, ttl: ttl, answered: time.Now()}}
 	l.watchdog = time.AfterFunc(time.Hour, l.deadlinePassed)
@@ -205,8 +203,6 @@ func granted(db Querier, name string, ttl time.Duration, token int64, sent time.
 	l.mu.Unlock()
 	if o.renew {
 		go l.renewLoop()
-	} else {
-		close(l.renewalExited)
 	}
 	return l
 }
@@ -361,8 +357,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		return newError(ErrReleased, fmt.Sprintf("pgfencing: lease %q is already released", l.name), nil)
 	}
 	l.mu.Unlock()
+	// a renewal still on its way is cancelled, and one that reaches the
+	// server after the release gets FN004, which nobody hears
 	l.stopRenewal()
-	<-l.renewalExited
 	var released bool
 	var err error
 	if c, ok := l.db.(*pgx.Conn); ok && l.own != nil && !canRun(c) {
@@ -640,7 +637,9 @@ func (l *Lease) check(err error) error {
 const retryEvery = 500 * time.Millisecond
 
 func (l *Lease) renewLoop() {
-	defer close(l.renewalExited)
+	if l.own != nil {
+		defer l.own.close()
+	}
 	every := l.ttl / 3
 	timer := time.NewTimer(every)
 	defer timer.Stop()
