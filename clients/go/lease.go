@@ -162,7 +162,7 @@ func Acquire(ctx context.Context, db Querier, name string, ttl time.Duration, op
 		var token *int64
 		err := queryRow(ctx, db, query, &token)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return nil, newError(ErrBusy, fmt.Sprintf("pgfencing: lease %q: still held when the context's deadline passed", name), err)
+			return nil, newError(ErrBusy, fmt.Sprintf("pgfencing: lease %q: not granted before the context's deadline", name), err)
 		}
 		if err != nil {
 			if Translate(err) == err {
