@@ -1,8 +1,9 @@
 #!/bin/bash
 #
-# test/clients/run.sh -- the client suite: pgfencing (clients/python) and
-# pg-fencing (clients/node), installed as users install them, tested
-# against a server and a PgBouncer this script starts.
+# test/clients/run.sh -- the client suite: pgfencing (clients/python),
+# pg-fencing (clients/node) and the Go pgfencing (clients/go), installed as
+# users install them, tested against a server and a PgBouncer this script
+# starts.
 #
 #   test/clients/run.sh WORKDIR [FILE...]
 #
@@ -19,12 +20,20 @@
 #                                    package-lock.json pins, "npm ci"),
 #                                    where the tarball that "npm pack"
 #                                    makes of clients/node is installed
+#   clients/go/*_test.go             go vet, then go test -race, in a copy
+#                                    of clients/go whose go.mod points at
+#                                    Debian's Go sources the way its README
+#                                    says (debian-modules.sh), offline:
+#                                    GOFLAGS=-mod=mod GOPROXY=off; a file
+#                                    runs its own Test functions
 #   the READMEs' code blocks         run by test_readme.py and
 #                                    readme.test.js, those of README.md
 #                                    and doc/*.md by test_docs.py and
 #                                    docs.test.js, the Node ones in that
 #                                    application (the TypeScript ones
-#                                    compiled with tsc --strict first)
+#                                    compiled with tsc --strict first),
+#                                    the Go ones by readme_test.go and
+#                                    docs_test.go
 #
 # npm installs pg from the npm registry, or only from the npm cache that
 # FENCING_NPM_CACHE names (npm's --offline).
@@ -35,8 +44,8 @@
 # (test/run_all.sh runs it as postgres); the PostgreSQL on PATH or named by
 # PG_CONFIG / PG_MAJOR is tested, with fencing installed.
 #
-# Output: what pytest and node print, then one TAP line per test, which
-# test/lib/suites.sh counts.  Exit status 0 when every test passed.
+# Output: what pytest, node and go test print, then one TAP line per test,
+# which test/lib/suites.sh counts.  Exit status 0 when every test passed.
 
 set -euo pipefail
 
@@ -51,6 +60,7 @@ mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 PYDIR=$ROOT/clients/python
 NODEDIR=$ROOT/clients/node
+GODIR=$ROOT/clients/go
 # npm's cache: FENCING_NPM_CACHE names one filled before, which npm then
 # uses alone (a machine that reaches the registry only through another);
 # else one of this run's own, filled from the registry.
@@ -64,10 +74,17 @@ fi
 
 PY_FILES=()
 JS_FILES=()
+GO_TESTS=()	# Test functions to run; "all" for every one
 for f in "$@"; do
 	case $f in
 	*.py) PY_FILES+=("$ROOT/${f#"$ROOT"/}") ;;
 	*.js) JS_FILES+=("${f##*/}") ;;
+	*clients/go/*_test.go)
+		f=$ROOT/clients/go/${f##*/}
+		[ -f "$f" ] || { echo "no such file: $f" >&2; exit 2; }
+		mapfile -t -O "${#GO_TESTS[@]}" GO_TESTS < <(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$f")
+		;;
+	*clients/go | *clients/go/) GO_TESTS=(all) ;;
 	esac
 done
 if [ $# -eq 0 ]; then
@@ -75,6 +92,7 @@ if [ $# -eq 0 ]; then
 	for f in "$NODEDIR"/test/*.test.js; do
 		JS_FILES+=("${f##*/}")
 	done
+	GO_TESTS=(all)
 fi
 
 export PATH="$PG_BINDIR:$PATH"
@@ -183,6 +201,15 @@ if [ ${#JS_FILES[@]} -gt 0 ]; then
 		cp -r "$WORK/node/test" "$WORK/app/test"; } \
 		>"$WORK/npm.log" 2>&1 || setup_failed "npm pack / npm ci / npm install of the tarball" "$WORK/npm.log"
 fi
+# Go: offline, from Debian's sources, as clients/go/README.md says; the
+# build cache and GOPATH are this run's own.
+export GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOCACHE=$WORK/go-cache GOPATH=$WORK/gopath
+if [ ${#GO_TESTS[@]} -gt 0 ]; then
+	mkdir -p "$WORK/go-src"
+	tar -C "$GODIR" --exclude=./debian-modules -cf - . | tar -C "$WORK/go-src" -xf -
+	(cd "$WORK/go-src" && ./debian-modules.sh && go build ./...) >"$WORK/go-setup.log" 2>&1 ||
+		setup_failed "clients/go: debian-modules.sh and go build" "$WORK/go-setup.log"
+fi
 
 # --- the tests ---------------------------------------------------------------------
 
@@ -209,8 +236,25 @@ if [ ${#JS_FILES[@]} -gt 0 ]; then
 		"${JS_FILES[@]/#/test/}") >"$WORK/node.tap" 2>"$WORK/node.err" || rc=1
 	cat "$WORK/node.err"
 fi
+if [ ${#GO_TESTS[@]} -gt 0 ]; then
+	go_run=()
+	if [ "${GO_TESTS[0]}" != all ]; then
+		go_run=(-run "^($(IFS='|'; echo "${GO_TESTS[*]}"))\$")
+	fi
+	go_started=$SECONDS
+	vet_rc=0
+	(cd "$WORK/go-src" && go vet ./...) >"$WORK/go-vet.log" 2>&1 || vet_rc=$?
+	cat "$WORK/go-vet.log"
+	go_rc=0
+	(cd "$WORK/go-src" && go test -race -count=1 -v -timeout 300s "${go_run[@]}" ./...) \
+		>"$WORK/go-test.log" 2>&1 || go_rc=$?
+	cat "$WORK/go-test.log"
+	echo "(go vet and go test -race took $((SECONDS - go_started)) s)"
+	[ "$vet_rc" -eq 0 ] && [ "$go_rc" -eq 0 ] || rc=1
+fi
 
-# The counted lines: one per pytest test, then one per node test.
+# The counted lines: one per pytest test, then one per node test, then go
+# vet and one per Go test (and subtest).
 n=0
 if [ ${#PY_FILES[@]} -gt 0 ]; then
 	echo "--- pytest, one TAP line per test ---"
@@ -237,6 +281,31 @@ if [ ${#JS_FILES[@]} -gt 0 ]; then
 	grep -q '^ok N\|^not ok N' "$WORK/node.tap" || {
 		n=$((n + 1))
 		echo "not ok $n - node: node --test ran no test"
+	}
+fi
+if [ ${#GO_TESTS[@]} -gt 0 ]; then
+	echo "--- go vet and go test -race, one TAP line per test ---"
+	n=$((n + 1))
+	if [ "$vet_rc" -eq 0 ]; then
+		echo "ok $n - go vet"
+	else
+		echo "not ok $n - go vet (exit status $vet_rc)"
+	fi
+	while read -r outcome id; do
+		n=$((n + 1))
+		case $outcome in
+		PASS) echo "ok $n - go $id" ;;
+		SKIP) echo "ok $n - go $id # SKIP" ;;
+		*) echo "not ok $n - go $id" ;;
+		esac
+	done < <(sed -n 's/^ *--- \(PASS\|FAIL\|SKIP\): \([^ ]*\) .*/\1 \2/p' "$WORK/go-test.log")
+	if [ "$go_rc" -ne 0 ] && ! grep -q '^ *--- FAIL' "$WORK/go-test.log"; then
+		n=$((n + 1))
+		echo "not ok $n - go test -race exited with status $go_rc (a build failure, a panic or a timeout)"
+	fi
+	grep -q '^ *--- \(PASS\|FAIL\)' "$WORK/go-test.log" || {
+		n=$((n + 1))
+		echo "not ok $n - go: go test ran no test"
 	}
 fi
 if [ "$rc" -ne 0 ]; then

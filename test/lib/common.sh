@@ -131,6 +131,8 @@ suites|libpq headers (libpq-fe.h, the driver suite)|f:$PG_INCLUDEDIR/libpq-fe.h|
 suites|psycopg_pool for /usr/bin/python3 (the client suite)|sh:/usr/bin/python3 -c 'import psycopg, psycopg_pool'|python3-psycopg-pool
 suites|pip for /usr/bin/python3 (the client suite installs pgfencing)|sh:/usr/bin/python3 -m pip --version|python3-pip
 suites|setuptools for /usr/bin/python3 (builds pgfencing)|sh:/usr/bin/python3 -c 'import setuptools'|python3-setuptools
+suites|go (the client suite builds and tests the Go pgfencing)|cmd:go|golang-go
+suites|pgx v4's sources for go (the client suite, offline)|f:/usr/share/gocode/src/github.com/jackc/pgx/v4/go.mod|golang-github-jackc-pgx-v4-dev
 suites|a wheel builder for setuptools (its own from 70.1, else wheel)|sh:/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("wheel") or u.find_spec("setuptools.command.bdist_wheel")))'|python3-wheel
 chaos|patroni|cmd:patroni|patroni
 chaos|etcd|cmd:etcd|etcd-server
