@@ -412,15 +412,16 @@ run_drivers()
 }
 
 # (e) clients: the client libraries of clients/ (pgfencing for Python,
-# pg-fencing for Node), installed as their READMEs say, tested with pytest
-# and node --test against a server and a PgBouncer that
-# test/clients/run.sh starts in the suite's own directory (its header says
-# what runs).  Its TAP lines, one per test, are counted.
+# pg-fencing for Node, pgfencing for Java), installed or built as their
+# READMEs say, tested with pytest, node --test and JUnit 5 against a server
+# and a PgBouncer that test/clients/run.sh starts in the suite's own
+# directory (its header says what runs).  Its TAP lines, one per test, are
+# counted.
 run_clients()
 {
 	local dir=$SCRATCH/clients rc=0 passed failed skipped
 
-	section "clients: pgfencing (pytest) and pg-fencing (node --test) (test/clients/run.sh)"
+	section "clients: pgfencing (pytest), pg-fencing (node --test), pgfencing for Java (JUnit) (test/clients/run.sh)"
 	as_test_user mkdir -p "$dir"
 	(cd "$COPY" && as_test_user "PG_CONFIG=$PG_CONFIG" \
 		${FENCING_NPM_CACHE:+"FENCING_NPM_CACHE=$FENCING_NPM_CACHE"} \
