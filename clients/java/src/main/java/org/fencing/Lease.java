@@ -73,6 +73,7 @@ public final class Lease implements AutoCloseable {
     private final AtomicReference<LeaseLostException> lostReason = new AtomicReference<>();
     private final CompletableFuture<LeaseLostException> signal = new CompletableFuture<>();
     private volatile Thread losing;
+    private boolean told; // the loss took its list of listeners; guarded by listeners
 
     private volatile boolean stopped;
     private volatile boolean released;
@@ -193,13 +194,17 @@ public final class Lease implements AutoCloseable {
         }
     }
 
-    /** Add a listener; one added after the loss hears it at once. */
+    /** Add a listener; one added once the loss has begun hears it at once (when the loss has run). */
     public void addListener(LeaseListener listener) {
-        listeners.add(Objects.requireNonNull(listener, "listener"));
-        LeaseLostException reason = lostReason.get();
-        if (reason != null && signal.isDone()) {
-            tell(listener, reason);
+        Objects.requireNonNull(listener, "listener");
+        synchronized (listeners) {
+            if (!told) {
+                listeners.add(listener);
+                return;
+            }
         }
+        awaitLossProcedure();
+        tell(listener, lostReason.get());
     }
 
     /** Lose the lease (once), in the order the class comment gives; return when that has run. */
@@ -215,7 +220,12 @@ public final class Lease implements AutoCloseable {
                 Connections.abort(own); // a renewal that hangs on the network
             }
             LOG.log(Level.WARNING, reason.getMessage());
-            for (LeaseListener listener : listeners) {
+            List<LeaseListener> hearing;
+            synchronized (listeners) {
+                told = true;
+                hearing = List.copyOf(listeners);
+            }
+            for (LeaseListener listener : hearing) {
                 tell(listener, reason);
             }
         } finally {
@@ -537,6 +547,9 @@ public final class Lease implements AutoCloseable {
     }
 
     private void renewalFailed(Exception e) {
+        if (stopped) {
+            return; // lost or released meanwhile (a release aborts a renewal in flight)
+        }
         SQLException error = e instanceof SQLException ? (SQLException) e
                 : new SQLException("the renewal failed: " + e, null, e);
         if (LeaseLostException.SQLSTATE.equals(error.getSQLState())) {
@@ -545,9 +558,6 @@ public final class Lease implements AutoCloseable {
         }
         if (renewals.overdue()) {
             lose(notRenewed(error));
-            return;
-        }
-        if (stopped) {
             return;
         }
         LOG.log(Level.WARNING, "fencing lease \"" + name + "\": renewal failed, trying again: " + error.getMessage());
