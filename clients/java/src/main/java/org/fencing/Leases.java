@@ -2,8 +2,12 @@
 
 package org.fencing;
 
+import java.io.IOException;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -173,16 +177,36 @@ public final class Leases {
         }
     }
 
-    /** What fencing.leases shows as the holder when none is given: the host and the process. */
+    private static volatile String defaultHolder;
+
+    /** What fencing.leases shows as the holder when none is given: the host and the process (found once). */
     static String defaultHolder() {
-        String host = System.getenv("HOSTNAME");
-        if (host == null || host.isEmpty()) {
-            try {
-                host = InetAddress.getLocalHost().getHostName();
-            } catch (UnknownHostException e) {
-                host = "unknown host";
-            }
+        String holder = defaultHolder;
+        if (holder == null) {
+            holder = hostName() + " pid " + ProcessHandle.current().pid();
+            defaultHolder = holder;
         }
-        return host + " pid " + ProcessHandle.current().pid();
+        return holder;
+    }
+
+    /** The host's name, without asking a name service when the kernel can tell (the extension runs on Linux). */
+    private static String hostName() {
+        String host = System.getenv("HOSTNAME");
+        if (host != null && !host.isEmpty()) {
+            return host;
+        }
+        try {
+            host = Files.readString(Path.of("/proc/sys/kernel/hostname"), StandardCharsets.US_ASCII).trim();
+            if (!host.isEmpty()) {
+                return host;
+            }
+        } catch (IOException | RuntimeException e) {
+            // not Linux: ask the name service
+        }
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (UnknownHostException e) {
+            return "unknown host";
+        }
     }
 }

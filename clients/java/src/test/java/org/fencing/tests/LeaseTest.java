@@ -73,6 +73,10 @@ class LeaseTest {
         try (Lease lease = Leases.acquire(Db.source(), name, TTL)) {
             assertEquals(Optional.empty(), Leases.tryAcquire(Db.source(), "  " + name.toUpperCase() + " ", TTL));
             assertEquals(lease.token(), Db.leaseToken(name));
+            String holder = (String) Db.value("SELECT holder FROM fencing.leases WHERE name = fencing.normalize_name(?)",
+                    name);
+            assertTrue(holder.endsWith(" pid " + ProcessHandle.current().pid()), "the default holder: " + holder);
+            assertEquals(holder, lease.holder());
         }
     }
 
