@@ -12,7 +12,9 @@
 #                                         psycopg 3, node-postgres, libpq
 #                                         pipeline mode, PgBouncer)
 #   test/run_all.sh clients [FILE...]     only the client libraries (clients/:
-#                                         pgfencing, pg-fencing, their READMEs)
+#                                         pgfencing, pg-fencing, pgfencing for
+#                                         Java, their READMEs; clients/java
+#                                         alone runs only the Java tests)
 #   test/run_all.sh chaos                 only the short chaos run
 #                                         (test/chaos/run.sh --short, root)
 #

@@ -1,9 +1,9 @@
 #!/bin/bash
 #
 # test/clients/run.sh -- the client suite: pgfencing (clients/python),
-# pg-fencing (clients/node) and the Go pgfencing (clients/go), installed as
-# users install them, tested against a server and a PgBouncer this script
-# starts.
+# pg-fencing (clients/node), the Go pgfencing (clients/go) and pgfencing
+# for Java (clients/java), installed or built as users do, tested against
+# a server and a PgBouncer this script starts.
 #
 #   test/clients/run.sh WORKDIR [FILE...]
 #
@@ -26,6 +26,13 @@
 #                                    says (debian-modules.sh), offline:
 #                                    GOFLAGS=-mod=mod GOPROXY=off; a file
 #                                    runs its own Test functions
+#   clients/java/src/test/java/...   JUnit 5's console launcher ("make
+#                                    check" in a copy of clients/java, built
+#                                    with javac against Debian's PgJDBC,
+#                                    JUnit 5 and HikariCP: nothing
+#                                    downloaded); the JVM reaches the server
+#                                    and PgBouncer over TCP on 127.0.0.1
+#                                    (JDBC_URL, FENCING_BOUNCER_URL)
 #   the READMEs' code blocks         run by test_readme.py and
 #                                    readme.test.js, those of README.md
 #                                    and doc/*.md by test_docs.py and
@@ -33,7 +40,8 @@
 #                                    application (the TypeScript ones
 #                                    compiled with tsc --strict first),
 #                                    the Go ones by readme_test.go and
-#                                    docs_test.go
+#                                    docs_test.go, the Java ones by
+#                                    ReadmeTest and DocsTest
 #
 # npm installs pg from the npm registry, or only from the npm cache that
 # FENCING_NPM_CACHE names (npm's --offline).
@@ -72,9 +80,13 @@ else
 	NPM_SOURCE=--prefer-offline
 fi
 
+JAVADIR=$ROOT/clients/java
+
 PY_FILES=()
 JS_FILES=()
 GO_TESTS=()	# Test functions to run; "all" for every one
+JAVA_TESTS=()
+RUN_JAVA=0
 for f in "$@"; do
 	case $f in
 	*.py) PY_FILES+=("$ROOT/${f#"$ROOT"/}") ;;
@@ -85,6 +97,11 @@ for f in "$@"; do
 		mapfile -t -O "${#GO_TESTS[@]}" GO_TESTS < <(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$f")
 		;;
 	*clients/go | *clients/go/) GO_TESTS=(all) ;;
+	*Test.java)
+		JAVA_TESTS+=("$(basename "$f" .java)")
+		RUN_JAVA=1
+		;;
+	clients/java | clients/java/ | */clients/java | */clients/java/) RUN_JAVA=1 ;;
 	esac
 done
 if [ $# -eq 0 ]; then
@@ -93,6 +110,7 @@ if [ $# -eq 0 ]; then
 		JS_FILES+=("${f##*/}")
 	done
 	GO_TESTS=(all)
+	RUN_JAVA=1
 fi
 
 export PATH="$PG_BINDIR:$PATH"
@@ -131,7 +149,7 @@ initdb -D "$WORK/data" -A trust -E UTF8 --no-instructions >"$WORK/initdb.log" 2>
 	setup_failed "initdb" "$WORK/initdb.log"
 cat >>"$WORK/data/postgresql.conf" <<EOF
 port = $PORT
-listen_addresses = ''
+listen_addresses = '127.0.0.1'
 unix_socket_directories = '$WORK'
 fsync = off
 max_connections = 120
@@ -151,7 +169,7 @@ cat >"$WORK/pgbouncer.ini" <<EOF
 $DB = host=$WORK port=$PORT dbname=$DB user=$USER_NAME pool_size=20
 
 [pgbouncer]
-listen_addr =
+listen_addr = 127.0.0.1
 listen_port = $BOUNCER_PORT
 unix_socket_dir = $WORK
 auth_type = any
@@ -210,11 +228,21 @@ if [ ${#GO_TESTS[@]} -gt 0 ]; then
 	(cd "$WORK/go-src" && ./debian-modules.sh && go build ./...) >"$WORK/go-setup.log" 2>&1 ||
 		setup_failed "clients/go: debian-modules.sh and go build" "$WORK/go-setup.log"
 fi
+# make builds in the source directory: give it a copy.
+if [ "$RUN_JAVA" = 1 ]; then
+	cp -r "$JAVADIR" "$WORK/java"
+	rm -rf "$WORK/java/build"
+	make -C "$WORK/java" test-classes >"$WORK/java-build.log" 2>&1 ||
+		setup_failed "make -C clients/java test-classes" "$WORK/java-build.log"
+fi
 
 # --- the tests ---------------------------------------------------------------------
 
 export PGHOST=$WORK PGPORT=$PORT PGDATABASE=$DB
 export FENCING_BOUNCER_PORT=$BOUNCER_PORT
+# PgJDBC speaks TCP only; prepared statements stay unnamed through PgBouncer
+export JDBC_URL="jdbc:postgresql://127.0.0.1:$PORT/$DB?user=$USER_NAME"
+export FENCING_BOUNCER_URL="jdbc:postgresql://127.0.0.1:$BOUNCER_PORT/$DB?user=$USER_NAME&prepareThreshold=0"
 export FENCING_README_APP=$WORK/app
 export FENCING_DOCS=$ROOT
 export PYTHONDONTWRITEBYTECODE=1
@@ -253,8 +281,15 @@ if [ ${#GO_TESTS[@]} -gt 0 ]; then
 	[ "$vet_rc" -eq 0 ] && [ "$go_rc" -eq 0 ] || rc=1
 fi
 
-# The counted lines: one per pytest test, then one per node test, then go
-# vet and one per Go test (and subtest).
+if [ "$RUN_JAVA" = 1 ]; then
+	: >"$WORK/java.tap"
+	make -C "$WORK/java" -s check TAP="$WORK/java.tap" ${JAVA_TESTS[@]:+TESTS="${JAVA_TESTS[*]}"} \
+		>"$WORK/java.log" 2>&1 || rc=1
+	cat "$WORK/java.log"
+fi
+
+# The counted lines: one per pytest test, then one per node test, then one
+# per JUnit test, then go vet and one per Go test (and subtest).
 n=0
 if [ ${#PY_FILES[@]} -gt 0 ]; then
 	echo "--- pytest, one TAP line per test ---"
@@ -272,16 +307,29 @@ if [ ${#PY_FILES[@]} -gt 0 ]; then
 		echo "not ok $n - python: pytest ran no test"
 	}
 fi
-if [ ${#JS_FILES[@]} -gt 0 ]; then
-	echo "--- node --test, one TAP line per test ---"
+# TAP lines whose number is "N" (node's reporter, the JUnit listener),
+# numbered on; one failure when there is none.  Arguments: the file, what
+# ran.
+number_tap()
+{
+	local line
+
 	while read -r line; do
 		n=$((n + 1))
 		echo "${line/ N / $n }"
-	done <"$WORK/node.tap"
-	grep -q '^ok N\|^not ok N' "$WORK/node.tap" || {
+	done <"$1"
+	grep -q '^ok N\|^not ok N' "$1" || {
 		n=$((n + 1))
-		echo "not ok $n - node: node --test ran no test"
+		echo "not ok $n - $2 ran no test"
 	}
+}
+if [ ${#JS_FILES[@]} -gt 0 ]; then
+	echo "--- node --test, one TAP line per test ---"
+	number_tap "$WORK/node.tap" "node: node --test"
+fi
+if [ "$RUN_JAVA" = 1 ]; then
+	echo "--- JUnit, one TAP line per test ---"
+	number_tap "$WORK/java.tap" "java: the console launcher"
 fi
 if [ ${#GO_TESTS[@]} -gt 0 ]; then
 	echo "--- go vet and go test -race, one TAP line per test ---"

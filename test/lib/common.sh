@@ -134,6 +134,11 @@ suites|setuptools for /usr/bin/python3 (builds pgfencing)|sh:/usr/bin/python3 -c
 suites|go (the client suite builds and tests the Go pgfencing)|cmd:go|golang-go
 suites|pgx v4's sources for go (the client suite, offline)|f:/usr/share/gocode/src/github.com/jackc/pgx/v4/go.mod|golang-github-jackc-pgx-v4-dev
 suites|a wheel builder for setuptools (its own from 70.1, else wheel)|sh:/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("wheel") or u.find_spec("setuptools.command.bdist_wheel")))'|python3-wheel
+suites|javac and jar of a JDK 17 or later (builds the Java client)|sh:javac --release 17 -version && command -v jar|default-jdk-headless
+suites|PgJDBC (/usr/share/java/postgresql.jar, the Java client)|f:/usr/share/java/postgresql.jar|libpostgresql-jdbc-java
+suites|JUnit 5's console launcher (the Java client's tests)|f:/usr/share/java/junit-platform-console-standalone.jar|junit5
+suites|HikariCP (the Java client's pool tests)|f:/usr/share/java/HikariCP.jar|libhikaricp-java
+suites|SLF4J's API and no-op binding (HikariCP logs through it)|sh:test -e /usr/share/java/slf4j-api.jar && test -e /usr/share/java/slf4j-nop.jar|libslf4j-java
 chaos|patroni|cmd:patroni|patroni
 chaos|etcd|cmd:etcd|etcd-server
 chaos|etcdctl|cmd:etcdctl|etcd-client

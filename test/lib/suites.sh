@@ -411,16 +411,17 @@ run_drivers()
 	record_result drivers "$passed" "$failed" "$skipped"
 }
 
-# (e) clients: the client libraries of clients/ (pgfencing for Python and Go,
-# pg-fencing for Node), installed as their READMEs say, tested with pytest,
-# node --test and go test against a server and a PgBouncer that
-# test/clients/run.sh starts in the suite's own directory (its header says
-# what runs).  Its TAP lines, one per test, are counted.
+# (e) clients: the client libraries of clients/ (pgfencing for Python, Go
+# and Java, pg-fencing for Node), installed or built as their READMEs
+# say, tested with pytest, node --test, go test and JUnit 5 against a
+# server and a PgBouncer that test/clients/run.sh starts in the suite's
+# own directory (its header says what runs).  Its TAP lines, one per
+# test, are counted.
 run_clients()
 {
 	local dir=$SCRATCH/clients rc=0 passed failed skipped
 
-	section "clients: pgfencing (pytest), pg-fencing (node --test), Go pgfencing (go test -race) (test/clients/run.sh)"
+	section "clients: pgfencing (pytest), pg-fencing (node --test), Go pgfencing (go test -race), pgfencing for Java (JUnit) (test/clients/run.sh)"
 	as_test_user mkdir -p "$dir"
 	(cd "$COPY" && as_test_user "PG_CONFIG=$PG_CONFIG" \
 		${FENCING_NPM_CACHE:+"FENCING_NPM_CACHE=$FENCING_NPM_CACHE"} \
