@@ -352,10 +352,12 @@ EOS
 		'<', \undef, '>', \$bouncer{out}, '2>', \$bouncer{err});
 	$bouncer{pool} = PostgreSQL::Test::Cluster->new("pool_$port", port => $port);
 	$bouncer{up} = 0;
-	for (1 .. 100)
+	# psql reads its query from a pipe: when the connection is refused it can
+	# exit before reading, and IPC::Run then dies with a broken pipe.
+	for (1 .. 200)
 	{
-		my ($ret) = $bouncer{pool}->psql('postgres', 'SELECT 1');
-		if ($ret == 0) { $bouncer{up} = 1; last; }
+		my $ret = eval { ($bouncer{pool}->psql('postgres', 'SELECT 1'))[0] };
+		if (defined $ret && $ret == 0) { $bouncer{up} = 1; last; }
 		select(undef, undef, undef, 0.1);
 	}
 	$bouncer{diag} = sub {
