@@ -98,8 +98,12 @@ PGDLLEXPORT void fencing_lease_keeper_main(Datum main_arg);
 #define LEASE_FILE_VERSION	2
 #define LEASE_SLOT_USED		0x55534544	/* "USED" */
 
-/* The keeper's pace: files at least this far apart, and its idle sleeps. */
+/*
+ * The keeper's pace: files at least this far apart, sweeps too (a stream of
+ * lapses must not make it take the lock at every one), and its idle sleeps.
+ */
 #define LEASE_FILE_INTERVAL_MS		20
+#define LEASE_SWEEP_INTERVAL_MS		20
 #define LEASE_RECOVERY_POLL_MS		250
 #define LEASE_KEEPER_MAX_SLEEP_MS	10000
 
@@ -1358,13 +1362,14 @@ lease_keeper_write(void)
  * Main of the "fencing lease keeper": writes the changed entries to the
  * file soon after they change, at most once every LEASE_FILE_INTERVAL_MS,
  * and on a primary serves the table and sweeps it when a lease lapses or
- * a delay ends.  A stop needs no last write here: the postmaster writes
+ * a delay ends, at most once every LEASE_SWEEP_INTERVAL_MS.  A stop needs no last write here: the postmaster writes
  * the file once every process has gone.
  */
 void
 fencing_lease_keeper_main(Datum main_arg)
 {
 	TimestampTz last_write = 0;
+	TimestampTz last_sweep = 0;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -1401,12 +1406,16 @@ fencing_lease_keeper_main(Datum main_arg)
 			lease_note_primary_heard();
 			wake = TimestampTzPlusMilliseconds(now, LEASE_RECOVERY_POLL_MS);
 		}
-		else
+		else if (now >= TimestampTzPlusMilliseconds(last_sweep, LEASE_SWEEP_INTERVAL_MS))
 		{
 			wake = lease_keeper_sweep();
+			last_sweep = now;
 			if (wake == 0)
 				wake = TimestampTzPlusMilliseconds(now, LEASE_KEEPER_MAX_SLEEP_MS);
+			wake = Max(wake, TimestampTzPlusMilliseconds(now, LEASE_SWEEP_INTERVAL_MS));
 		}
+		else
+			wake = TimestampTzPlusMilliseconds(last_sweep, LEASE_SWEEP_INTERVAL_MS);
 
 		/* a hint read without the lock: the write looks again under it */
 		if (fencing_lease_table->dirty_count > 0)
@@ -1421,7 +1430,15 @@ fencing_lease_keeper_main(Datum main_arg)
 				due = TimestampTzPlusMilliseconds(now, LEASE_FILE_INTERVAL_MS);
 			}
 			if (fencing_lease_table->dirty_count > 0)
+			{
+				/*
+				 * The keeper wakes at due to write what is dirty then, so a
+				 * change before that needs no latch (no signal per lease
+				 * call under load).
+				 */
 				wake = Min(wake, due);
+				pg_atomic_write_u32(&fencing_lease_table->keeper_wanted, 1);
+			}
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

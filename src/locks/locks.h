@@ -655,7 +655,7 @@ typedef struct LeaseTable
 	TimestampTz last_known;
 	XLogRecPtr	last_lsn;		/* of the newest record */
 	Latch	   *keeper_latch;
-	pg_atomic_uint32 keeper_wanted; /* its latch was set for a change */
+	pg_atomic_uint32 keeper_wanted; /* a change needs no latch to be written */
 	pg_atomic_uint64 file_seq;
 	pg_atomic_uint32 flushing;
 	ConditionVariable flushed;
