@@ -102,6 +102,8 @@ max_connections = 100
 shared_buffers = 128MB
 max_wal_size = 2GB
 checkpoint_timeout = 30min
+# room for the lease groups' 50,000 leases held
+fencing.max_leases = 60000
 # the per-call lock statements run outside transaction blocks on purpose,
 # and fencing warns about each; do not write that warning to the log
 log_min_messages = error

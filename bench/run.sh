@@ -369,18 +369,32 @@ declare -A F_VALUE=() F_DESC=()
 NOTES=()
 MISSED=0
 
-# ratio NAME A B TARGET DESCRIPTION
+# ratio NAME A B TARGET DESCRIPTION [GROUP]
 #
 # A / B, the time of statement A over the time of statement B of the
-# current group.  TARGET is "<= X", or "-" for a contrast row (no target:
+# current group (or of GROUP).  TARGET is "<= X", or "-" for a contrast row (no target:
 # it explains another row).  DESCRIPTION is Markdown: it is the row's
 # "comparison" in README.md.
 ratio()
 {
 	RATIO_NAMES+=("$1")
-	R_GROUP[$1]=$CURRENT_GROUP
+	R_GROUP[$1]=${6:-$CURRENT_GROUP}
 	R_A[$1]=$2
 	R_B[$1]=$3
+	R_TARGET[$1]=$4
+	R_DESC[$1]=$5
+}
+
+# derived NAME R1 R2 TARGET DESCRIPTION: the ratio R1 over the ratio R2,
+# each measured side by side in its own group, for what no one group can
+# hold (a lease count that differs); TARGET as for ratio.
+DERIVED_NAMES=()
+declare -A D_R1=() D_R2=()
+derived()
+{
+	DERIVED_NAMES+=("$1")
+	D_R1[$1]=$2
+	D_R2[$1]=$3
 	R_TARGET[$1]=$4
 	R_DESC[$1]=$5
 }
@@ -425,6 +439,25 @@ evaluate_ratios()
 		if [ "${R_TARGET[$name]}" = "-" ]; then
 			RESULT_VERDICT[$name]=contrast
 		elif awk -v v="${RESULT_VALUE[$name]}" -v t="${R_TARGET[$name]#<= }" 'BEGIN { exit !(v <= t) }'; then
+			RESULT_VERDICT[$name]=met
+		else
+			RESULT_VERDICT[$name]=MISSED
+			MISSED=$((MISSED + 1))
+		fi
+		REPORTED+=("$name")
+	done
+	for name in "${DERIVED_NAMES[@]}"; do
+		local r1=${D_R1[$name]} r2=${D_R2[$name]}
+		if [ -z "${RESULT_VALUE[$r1]:-}" ] || [ -z "${RESULT_VALUE[$r2]:-}" ]; then
+			NOTES+=("skipped: ratio $name (needs $r1 and $r2)")
+			continue
+		fi
+		RESULT_VALUE[$name]=$(awk -v a="${RESULT_VALUE[$r1]}" -v b="${RESULT_VALUE[$r2]}" 'BEGIN { printf "%.4f", a / b }')
+		RESULT_RANGE[$name]=$(awk -v a="${RESULT_RANGE[$r1]}" -v b="${RESULT_RANGE[$r2]}" 'BEGIN {
+			split(a, x, "-"); split(b, y, "-"); printf "%.2f-%.2f", x[1] / y[2], x[2] / y[1] }')
+		RESULT_A[$name]=${RESULT_A[$r1]}
+		RESULT_B[$name]=${RESULT_A[$r2]}
+		if awk -v v="${RESULT_VALUE[$name]}" -v t="${R_TARGET[$name]#<= }" 'BEGIN { exit !(v <= t) }'; then
 			RESULT_VERDICT[$name]=met
 		else
 			RESULT_VERDICT[$name]=MISSED
@@ -595,6 +628,42 @@ define_benchmarks()
 	stmt try_lock "SELECT count(fencing.try_lock('k' || i)) FROM generate_series(1, 1000) i;"
 	ratio lease_cycle_inserver_vs_try_lock lease_cycle try_lock "-" \
 		"1000 \`release_lease(name, acquire_lease(name, ttl))\` in one statement / 1000 \`try_lock(name)\`"
+	# Each lease call alone, as a driver sends it: bound parameters,
+	# autocommit, one client, next to core's one-statement lock.  The
+	# acquired lease lapses a millisecond later and the keeper drops it, so
+	# that acquisitions never pile up; the renewed lease is held for the
+	# whole group (its token is put into the statement by the setup).  A
+	# release alone needs a lease of its own each time: its cost is the
+	# cycle's (above) less an acquisition.
+	group lease_calls section=leases clients=1 mode=extended options="$QUIET" \
+		setup=setup_lease_calls
+	stmt raw_lock "SELECT pg_try_advisory_xact_lock(hashtextextended(:n, 0));"
+	stmt acquire "SELECT fencing.acquire_lease(:n, '1 millisecond');"
+	stmt acquire_all_args "SELECT fencing.acquire_lease(:n, '1 millisecond', NULL, NULL);"
+	stmt renew "SELECT fencing.renew_lease('bench renew', @RENEW_TOKEN@);"
+	ratio acquire_lease_vs_raw acquire raw_lock "<= 1.10" \
+		"\`acquire_lease(name, ttl)\` / \`pg_try_advisory_xact_lock(hashtextextended(name, 0))\`, per call, bound parameters, 1 client"
+	ratio acquire_lease_all_args_vs_raw acquire_all_args raw_lock "-" \
+		"\`acquire_lease(name, ttl, NULL, NULL)\` (every argument given, as the clients send it: no default read back) / the raw lock, per call, bound parameters, 1 client"
+	ratio renew_lease_vs_raw renew raw_lock "<= 1.10" \
+		"\`renew_lease(name, token)\` / \`pg_try_advisory_xact_lock(hashtextextended(name, 0))\`, per call, bound parameters, 1 client"
+
+	# The cost of a lease change with many leases held: the acquire +
+	# release cycle next to the raw lock (which no lease count touches),
+	# 4 clients, with 100 other leases held and with 50,000; the two
+	# ratios divided (lease_cycle_50000_vs_100) say how much the cycle
+	# slows at that size.
+	for n in 100 50000; do
+		group lease_scale_$n section=leases clients=4 options="$QUIET" \
+			setup="setup_leases_held $n"
+		stmt lease_cycle "SELECT fencing.release_lease($NAME, coalesce(fencing.acquire_lease($NAME, '1 minute'), 0));"
+		stmt raw_lock "SELECT $RAW_LOCK;"
+		ratio lease_cycle_${n}_held lease_cycle raw_lock "-" \
+			"\`release_lease(name, acquire_lease(name, ttl))\` / the raw lock, 4 clients, with $n other leases held"
+	done
+	derived lease_cycle_50000_vs_100 lease_cycle_50000_held lease_cycle_100_held "<= 1.11" \
+		"the lease cycle's cost with 50,000 other leases held / with 100 (each next to the raw lock): at most 10 % slower, at least 0.90 of the cycles per second"
+
 	group lease_use section=leases clients=1 setup=setup_bench_lease
 	stmt use_lease "BEGIN; SELECT fencing.use_lease('bench lease', (SELECT token FROM fencing.leases WHERE name = 'bench lease')); COMMIT;"
 	stmt check_fence "BEGIN; SELECT fencing.check_fence('bench lease', (SELECT token FROM fencing.leases WHERE name = 'bench lease')); COMMIT;"
@@ -714,6 +783,29 @@ define_benchmarks()
 	ratio try_lock_inserver_4000_delays_vs_raw try_lock_1000 raw_lock_1000 "-" \
 		"1000 \`try_lock()\` in one statement with 4,000 lock-delays of other names / 1000 raw advisory locks + hash, 4 clients"
 
+	# Lock-delays made as a lost holder makes them, and grants of free
+	# names in a transaction (BEGIN; try_lock; COMMIT), 4 clients, next to
+	# the same with the raw lock.  Three ways to lose holders: one session
+	# of the clients' own role, in their database, that disconnects inside
+	# its transaction holding 4,000 locks; 4,000 leases of that role that
+	# lapsed; and another role whose delays no longer fit the table, so
+	# that they are folded into delays of every lock of that role.
+	for way in disconnect lapsed folded; do
+		group delays_$way section=delays clients=4 options="$QUIET" \
+			setup="setup_delays_$way" teardown=teardown_delays
+		stmt try_lock_tx "BEGIN; SELECT fencing.try_lock($NAME); COMMIT;"
+		stmt raw_lock_tx "BEGIN; SELECT $RAW_LOCK; COMMIT;"
+	done
+	ratio try_lock_after_disconnect_vs_raw try_lock_tx raw_lock_tx "<= 1.05" \
+		"\`BEGIN; try_lock(name); COMMIT\` on free names / the same with the raw lock, 4 clients, with 4,000 lock-delays left by a session of the same role that disconnected inside its transaction" \
+		delays_disconnect
+	ratio try_lock_after_lapses_vs_raw try_lock_tx raw_lock_tx "<= 1.05" \
+		"\`BEGIN; try_lock(name); COMMIT\` on free names / the same with the raw lock, 4 clients, with 4,000 lapsed leases of the same role under their lock-delay" \
+		delays_lapsed
+	ratio try_lock_after_folds_vs_raw try_lock_tx raw_lock_tx "<= 1.05" \
+		"\`BEGIN; try_lock(name); COMMIT\` on free names / the same with the raw lock, 4 clients, while another role's 4,200 lost locks are folded into delays of that role" \
+		delays_folded
+
 	# A semaphore of 64 permits, every one held by another session, next
 	# to one of 64 permits of which one is held: a try on the first finds
 	# them all busy, a try on the second gets the second permit.
@@ -735,6 +827,97 @@ define_benchmarks()
 	stmt alone "SELECT fencing.acquire('pp-alone', 1);"
 	ratio acquire_release_50_waiters_vs_none crowded alone "<= 1.05" \
 		"\`acquire(name, 1)\` and its release, 2 clients, with 50 sessions waiting for other semaphores whose keys share the low bits / with none"
+}
+
+# The lease the lease_calls group renews, for longer than any run, its
+# token written into the renew statement; room for the leases its
+# acquisitions leave behind for a millisecond.
+setup_lease_calls()
+{
+	local token
+
+	token=$(sql -c "SELECT fencing.break_lease('bench renew')" \
+		-c "SELECT fencing.acquire_lease('bench renew', '1 day')" | tail -n 1) || return 1
+	[ -n "$token" ] || return 1
+	S_SQL[lease_calls:renew]=${S_SQL[lease_calls:renew]/@RENEW_TOKEN@/$token}
+}
+
+# N leases held by the bench for longer than any run, besides the names
+# the statements take; the leases of an earlier group go first.
+setup_leases_held()
+{
+	local n=$1
+
+	sql -c "SELECT count(fencing.break_lease(name)) FROM fencing.leases WHERE name LIKE 'held %'" \
+		-c "SELECT fencing.clear_lock_delays()" \
+		-c "SELECT count(fencing.acquire_lease('held ' || i, '1 day')) FROM generate_series(1, $n) i" \
+		>/dev/null || return 1
+	NOTES+=("lease_scale_$n: $(sql -c "SELECT count(*) FROM fencing.leases") leases held while measured")
+}
+
+# A session of role $1 that takes $2 locks named "$3 N" in a transaction
+# and disconnects inside it: its backend exits holding them, and each
+# starts its lock-delay.
+lose_locks()
+{
+	local role=$1 count=$2 prefix=$3
+
+	sql -U "$role" -c "BEGIN" \
+		-c "SELECT count(fencing.try_lock('$prefix ' || i)) FROM generate_series(1, $count) i" \
+		>/dev/null
+}
+
+setup_delays_disconnect()
+{
+	sql -c "ALTER SYSTEM SET fencing.lock_delay = '1h'" -c "SELECT pg_reload_conf()" >/dev/null || return 1
+	sleep 1
+	lose_locks postgres 4000 "lost" || return 1
+	delays_in_force 4000 delays_disconnect
+}
+
+setup_delays_lapsed()
+{
+	sql -c "ALTER SYSTEM SET fencing.lock_delay = '1h'" -c "SELECT pg_reload_conf()" >/dev/null || return 1
+	sleep 1
+	sql -c "SELECT count(fencing.acquire_lease('lapsed ' || i, '1 millisecond')) FROM generate_series(1, 4000) i" \
+		>/dev/null || return 1
+	sleep 1
+	delays_in_force 4000 delays_lapsed
+}
+
+setup_delays_folded()
+{
+	sql -c "ALTER SYSTEM SET fencing.lock_delay = '1h'" -c "SELECT pg_reload_conf()" \
+		-c "DROP ROLE IF EXISTS bench_lost" -c "CREATE ROLE bench_lost LOGIN" >/dev/null || return 1
+	sleep 1
+	lose_locks bench_lost 2100 "lost a" || return 1
+	lose_locks bench_lost 2100 "lost b" || return 1
+	local folded
+	folded=$(sql -c "SELECT count(*) FROM fencing.locks WHERE name LIKE '(every fencing lock%'")
+	NOTES+=("delays_folded: $folded folded delays of role bench_lost while measured")
+	[ "$folded" -ge 1 ] || { echo "ERROR: no delay was folded"; return 1; }
+}
+
+# Wait until at least $1 delays are in force (a lost backend records its
+# delays as it exits); note how many.
+delays_in_force()
+{
+	local want=$1 group=$2 n=0
+
+	for _ in $(seq 1 100); do
+		n=$(sql -c "SELECT count(*) FROM fencing.locks WHERE delayed_until IS NOT NULL")
+		[ "$n" -ge "$want" ] && break
+		sleep 0.2
+	done
+	NOTES+=("$group: $n lock-delays in force while measured")
+	[ "$n" -ge "$want" ] || { echo "ERROR: $n lock-delays, not $want"; return 1; }
+}
+
+teardown_delays()
+{
+	sql -c "ALTER SYSTEM RESET fencing.lock_delay" -c "SELECT pg_reload_conf()" \
+		-c "SELECT fencing.clear_lock_delays()" >/dev/null
+	sql -c "DROP ROLE IF EXISTS bench_lost" >/dev/null 2>&1 || true
 }
 
 # The lease the lease_use group renews and fences with, for longer than
