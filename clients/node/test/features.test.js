@@ -87,6 +87,29 @@ test('an abort that comes after the grant releases it', async () => {
   }
 });
 
+test('an abort while the acquire waits for a client of the pool stops it', { timeout: 30000 }, async () => {
+  // the pool's one client is busy: the acquire waits for it, and the
+  // abort comes before anything is sent
+  const p = pool({ max: 1 });
+  const name = unique('abort-pool');
+  const busy = await p.connect();
+  const controller = new AbortController();
+  const acquiring = Lease.acquire(p, name, { timeoutMs: null, signal: controller.signal });
+  acquiring.catch(() => {});
+  try {
+    await until(async () => p.waitingCount === 1, 10000, 'the acquire waiting for the pool');
+    controller.abort();
+    busy.release();
+    const outcome = await acquiring.then((lease) => lease, (err) => err);
+    if (outcome instanceof Lease) await outcome.release();
+    assert.ok(!(outcome instanceof Lease), 'an aborted acquire returned a lease');
+    assert.equal(outcome.name, 'AbortError');
+    assert.equal(await heldBy(name), null);
+  } finally {
+    await p.end();
+  }
+});
+
 test('locked() says whether anybody holds the name', async () => {
   const p = pool();
   const name = unique('locked');
