@@ -343,8 +343,9 @@ function abortError(signal) {
   return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
 }
 
-// acquire_lease on a client of its own, stopped by signal: a CancelRequest
-// ends the server's wait; a grant that came before it is released.
+// acquire_lease on a client of its own, stopped by signal, also while the
+// pool has no client for it yet: a CancelRequest ends the server's wait; a
+// grant that came before it is released.
 async function acquireCancellable(pool, text, name, signal) {
   if (signal.aborted) throw abortError(signal);
   const client = await pool.connect();
@@ -354,6 +355,8 @@ async function acquireCancellable(pool, text, name, signal) {
   };
   signal.addEventListener('abort', onAbort, { once: true });
   try {
+    // an abort while the pool had no client for it: nothing was sent
+    if (signal.aborted) throw abortError(signal);
     let rows;
     try {
       ({ rows } = await client.query(text));
