@@ -664,7 +664,8 @@ class Lease extends EventEmitter {
   // Free the lease.  LeaseLostError when the server no longer held it with
   // this token (it expired or was broken: work after that may have been
   // fenced out).  A release that did not get through (no client, a lost
-  // connection) leaves the lease to be released again.  Under atLeastMs, a
+  // connection) leaves the lease to be released again; meanwhile nothing
+  // renews it, and its deadline loses it as ever.  Under atLeastMs, a
   // release before that long after the acquisition renews the lease for
   // what is left of it instead, and the name stays taken until it lapses.
   async release() {
@@ -683,7 +684,10 @@ class Lease extends EventEmitter {
         ({ rows: [{ released }] } = await poolQuery(this.pool, SQL.release(this.name, this._token)));
       }
     } catch (err) {
+      // it did not get through: the lease is still this handle's, renewed
+      // no more, and its deadline still loses it
       this._released = false;
+      if (!this.lost) this._armWatchdog();
       throw err;
     }
     if (!released) {

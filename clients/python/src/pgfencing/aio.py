@@ -237,6 +237,9 @@ class Lease(_core.LeaseBase):
                     released = await self._connections.call(_core.release_sql(self.name, token), release=True)
         except LeaseLost:
             released = False
+        except BaseException:
+            self._arm_watchdog()  # as the blocking Lease.release() says
+            raise
         finally:
             await self._connections.close()
         self._state.token = None

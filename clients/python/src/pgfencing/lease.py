@@ -295,7 +295,8 @@ class Lease(_core.LeaseBase):
         with this token (it expired or was broken: work after that may have
         been fenced out), as redis-py raises LockNotOwnedError.  A release
         that did not get through (a lost connection) keeps the token: call
-        release() again.  Under at_least, a release before that long after
+        release() again; meanwhile nothing renews it, and its deadline
+        loses it as ever.  Under at_least, a release before that long after
         the acquisition renews the lease for what is left of it instead,
         and the name stays taken until it lapses."""
         token = self._state.token
@@ -312,6 +313,11 @@ class Lease(_core.LeaseBase):
                     released = self._connections.call(_core.release_sql(self.name, token), release=True)
         except LeaseLost:
             released = False
+        except BaseException:
+            # it did not get through: the lease is still this handle's,
+            # renewed no more, and its deadline still loses it
+            self._arm_watchdog()
+            raise
         finally:
             self._connections.close()
         self._state.token = None
