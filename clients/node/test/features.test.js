@@ -261,3 +261,23 @@ test('Lease.runOnce is null when the name is held and releases after a failed jo
     await p.end();
   }
 });
+
+test('a Lease.runOnce job that fails past its ttl is LeaseLostError', { timeout: 30000 }, async () => {
+  // the job is busy, not idle, past the ttl: the server lets the lease
+  // lapse meanwhile, and the job's error comes after the deadline
+  const table = await ledger();
+  const p = pool();
+  const name = unique('once-late');
+  try {
+    const failed = await Lease.runOnce(p, name, { ttlMs: 1000 },
+      `UPDATE ${table} SET amount = 8 WHERE id = 1; SELECT pg_sleep(2); SELECT 1/0`).catch((err) => err);
+    assert.ok(failed instanceof LeaseLostError, `${failed}`);
+    assert.match(failed.message, /ttl/);
+    assert.equal(failed.cause.code, '22012', 'the cause is the error of the job');
+    assert.equal(await heldBy(name), null);
+    const { rows } = await admin((c) => c.query(`SELECT amount FROM ${table} WHERE id = 1`));
+    assert.equal(rows[0].amount, 0);
+  } finally {
+    await p.end();
+  }
+});
