@@ -141,6 +141,46 @@ def test_cancelling_the_task_of_an_async_acquire(admin):
     assert held_by(admin, name) is None
 
 
+def test_cancelling_an_async_acquire_before_its_statement_reached_the_server(admin, monkeypatch):
+    """The task is cancelled while the acquisition's statement is still on
+    its way: a cancel request that reaches the session before it is
+    ignored there, and the statement then waits in the server all the
+    same.  The acquire must still end, holding nothing."""
+    name = unique("cancel-aio-early")
+    real_one = pgfencing.aio._one
+
+    async def main():
+        reached = asyncio.Event()
+        gate = asyncio.Event()
+
+        async def on_its_way(conn, query):
+            if "acquire_lease" in query:
+                reached.set()
+                await gate.wait()
+            return await real_one(conn, query)
+
+        monkeypatch.setattr(pgfencing.aio, "_one", on_its_way)
+        async with AsyncConnectionPool(conninfo(), min_size=1, max_size=2) as pool:
+            waiter = pgfencing.aio.Lease(pool, name, timeout=None)
+            task = asyncio.ensure_future(waiter.acquire())
+            await asyncio.wait_for(reached.wait(), 10)
+            task.cancel()
+            await asyncio.sleep(0.5)
+            gate.set()
+            try:
+                with pytest.raises(asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(task), 10)
+            finally:
+                admin.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                              " WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%acquire_lease('{name}'%",))
+            assert waiting_acquires(admin, name) == 0
+            assert waiter.token is None
+
+    with pgfencing.Lease(conninfo(), name):
+        asyncio.run(main())
+    assert held_by(admin, name) is None
+
+
 def test_a_failing_renewal_suspends_and_the_next_one_resumes(admin):
     name = unique("suspend")
     app = unique("suspender")
