@@ -481,8 +481,9 @@ class Lease extends EventEmitter {
   // text without values, one statement or several), COMMIT and the
   // release.  { token, results } (the job's results), or null when the
   // name stayed held for timeoutMs; a job that fails releases the lease in
-  // a second round trip and throws its error.  No renewal runs: the job
-  // must end within the ttl.
+  // a second round trip and throws its error, or a LeaseLostError (the
+  // error as its cause) when it came past the ttl.  No renewal runs: the
+  // job must end within the ttl.
   static async runOnce(pool, name, { ttlMs = 30000, timeoutMs = 0, holder } = {}, sql) {
     if (!isPool(pool)) throw new TypeError('Lease.runOnce() needs a pg Pool');
     if (typeof name !== 'string') throw new TypeError('the lease name must be a string');
@@ -501,14 +502,21 @@ class Lease extends EventEmitter {
     client.on('error', absorb);
     try {
       let results;
+      const sent = performance.now();
       try {
         results = await client.query(text);
       } catch (err) {
+        const late = performance.now() >= sent + ttl;
         await client.query('ROLLBACK').catch(() => {});
         const { rows } = await client.query(SQL.onceCleanup(name, who)).catch(() => ({ rows: [null] }));
         if (rows.length === 0 && err.code === 'FN004') return null;
         if (idledOut(err, heard)) throw idleLost(name, ttl, err, 'job');
-        throw translate(err) || err;
+        const mapped = translate(err) || err;
+        if (late && !(mapped instanceof LeaseLostError)) {
+          throw new LeaseLostError(`fencing lease "${name}": the job ran past the lease's ttl of ${ttl} ms`,
+            { cause: err });
+        }
+        throw mapped;
       }
       return { token: BigInt(results[1].rows[0].token), results: results.slice(3, results.length - 2) };
     } finally {
