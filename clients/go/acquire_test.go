@@ -159,3 +159,83 @@ func TestACancelledAcquireStopsWaitingInTheServer(t *testing.T) {
 		t.Fatal("the cancelled Acquire took the name after the release")
 	}
 }
+
+func TestAContextEndedAfterTheGrantLeavesNothingHeld(t *testing.T) {
+	// The server grants the waiter the name; its answer stops on the way
+	// (a proxy that holds its traffic), and the context ends meanwhile:
+	// Acquire returns the context's error, and must not leave the lease
+	// it was granted taken.
+	for _, c := range []struct {
+		what string
+		ctx  func() (context.Context, context.CancelFunc)
+		end  func(context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
+			func(_ context.Context, cancel context.CancelFunc) { cancel() }, context.Canceled},
+		{"past its deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 6*time.Second)
+		}, func(ctx context.Context, _ context.CancelFunc) { <-ctx.Done() }, pgfencing.ErrBusy},
+	} {
+		c := c
+		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
+			a := admin(t)
+			name := unique("granted")
+			app := unique("granted")
+			holder, err := pgfencing.Acquire(context.Background(), newPool(t, connString()), name, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := newStallingProxy(t)
+			pool := newPool(t, proxy.connString("application_name="+app))
+			ctx, cancel := c.ctx()
+			defer cancel()
+			returned := make(chan error, 1)
+			go func() {
+				l, err := pgfencing.Acquire(ctx, pool, name, time.Minute, pgfencing.WithWait(pgfencing.WaitForever))
+				if l != nil {
+					_ = l.Release(context.Background())
+				}
+				returned <- err
+			}()
+			waitFor(t, 10*time.Second, "the waiter waiting in the server", func() bool {
+				ok, _ := waiting(t, app)
+				return ok
+			})
+			proxy.stall()
+			if err := holder.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the waiter granted in the server", func() bool {
+				var n int
+				one(t, a, &n, "SELECT count(*) FROM fencing.leases WHERE name = $1 AND token > $2", name, holder.Token())
+				return n == 1
+			})
+			c.end(ctx, cancel)
+			var got error
+			back := false
+			select {
+			case got = <-returned:
+				back = true
+			case <-time.After(2 * time.Second):
+			}
+			proxy.resume()
+			if !back {
+				select {
+				case got = <-returned:
+				case <-time.After(30 * time.Second):
+					t.Fatal("Acquire did not return once its answer got through")
+				}
+			}
+			if !errors.Is(got, c.want) {
+				t.Fatalf("Acquire: %v, want %v", got, c.want)
+			}
+			waitFor(t, 10*time.Second, "the granted lease released", func() bool {
+				var n int
+				one(t, a, &n, "SELECT count(*) FROM fencing.leases WHERE name = $1", name)
+				return n == 0
+			})
+		})
+	}
+}

@@ -118,7 +118,11 @@ type Lease struct {
 // *pgxpool.Pool, a *pgx.Conn, or a pgx.Tx (the lease takes effect at once
 // whatever the transaction does).  For those the renewals go through a
 // connection the lease opens with db's configuration; any other Querier
-// must be safe for concurrent use, as the renewals go through it.
+// must be safe for concurrent use, as the renewals go through it.  When
+// ctx ends while acquire_lease waits or its answer is on its way, the
+// server is asked to cancel it, and a lease it granted first is released:
+// Acquire returns ctx's error (ErrBusy past its deadline), holding
+// nothing.
 func Acquire(ctx context.Context, db Querier, name string, ttl time.Duration, opts ...Option) (*Lease, error) {
 	o := options{renew: true, logf: log.Printf}
 	for _, opt := range opts {
@@ -159,8 +163,7 @@ func Acquire(ctx context.Context, db Querier, name string, ttl time.Duration, op
 		}
 		query, _ := acquireSQL(name, ttl, step, o.holder)
 		sent := time.Now()
-		var token *int64
-		err := queryRow(ctx, db, query, &token)
+		token, err := acquireCall(ctx, db, name, ttl, query)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			return nil, newError(ErrBusy, fmt.Sprintf("pgfencing: lease %q: not granted before the context's deadline", name), err)
 		}
@@ -179,6 +182,76 @@ func Acquire(ctx context.Context, db Querier, name string, ttl time.Duration, op
 			return nil, newError(ErrBusy, fmt.Sprintf("pgfencing: lease %q is held by another holder", name), nil)
 		}
 	}
+}
+
+// acquireCall runs one acquire_lease, whose answer the context does not
+// cut off: pgx would close the connection when ctx ends, and a lease the
+// server granted just before would stay taken, its token never heard.
+// When ctx ends, the server is asked to cancel the statement (a cancel
+// request: a wait ends with 57014), and its answer is read all the same;
+// a token it brings is released, and the context's error returned.  An
+// answer that does not come within the ttl after that is given up: a
+// grant has lapsed by then.  A db that gives no connection to cancel on
+// runs it as pgx does.
+func acquireCall(ctx context.Context, db Querier, name string, ttl time.Duration, query string) (*int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var conn *pgx.Conn
+	switch d := db.(type) {
+	case *pgxpool.Pool:
+		c, err := d.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Release()
+		conn = c.Conn()
+	case *pgx.Conn:
+		conn = d
+	case interface{ Conn() *pgx.Conn }: // pgx.Tx, *pgxpool.Conn
+		conn = d.Conn()
+	}
+	var token *int64
+	if conn == nil {
+		err := queryRow(ctx, db, query, &token)
+		return token, err
+	}
+	answer, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-answer.Done():
+			return
+		case <-ctx.Done():
+		}
+		// not cut off by the answer: a cancel request half sent could
+		// reach the session later, and cancel the release
+		cancelCtx, stop := context.WithTimeout(context.Background(), ttl)
+		_ = conn.PgConn().CancelRequest(cancelCtx)
+		stop()
+		late := time.NewTimer(ttl)
+		defer late.Stop()
+		select {
+		case <-answer.Done():
+		case <-late.C:
+			giveUp()
+		}
+	}()
+	err := queryRow(answer, conn, query, &token)
+	giveUp()
+	<-watched // the cancel request, if any, has been acted on
+	if ctx.Err() == nil {
+		return token, err
+	}
+	if token != nil && !conn.IsClosed() {
+		release, stop := context.WithTimeout(context.Background(), ttl)
+		var released bool
+		_ = queryRow(release, conn, leaseSQL("release_lease", name, *token), &released)
+		stop()
+	}
+	return nil, ctx.Err()
 }
 
 func granted(db Querier, name string, ttl time.Duration, token int64, sent time.Time, o options) *Lease {

@@ -343,8 +343,9 @@ function abortError(signal) {
   return signal.reason !== undefined ? signal.reason : new DOMException('This operation was aborted', 'AbortError');
 }
 
-// acquire_lease on a client of its own, stopped by signal: a CancelRequest
-// ends the server's wait; a grant that came before it is released.
+// acquire_lease on a client of its own, stopped by signal, also while the
+// pool has no client for it yet: a CancelRequest ends the server's wait; a
+// grant that came before it is released.
 async function acquireCancellable(pool, text, name, signal) {
   if (signal.aborted) throw abortError(signal);
   const client = await pool.connect();
@@ -354,6 +355,8 @@ async function acquireCancellable(pool, text, name, signal) {
   };
   signal.addEventListener('abort', onAbort, { once: true });
   try {
+    // an abort while the pool had no client for it: nothing was sent
+    if (signal.aborted) throw abortError(signal);
     let rows;
     try {
       ({ rows } = await client.query(text));
@@ -478,8 +481,9 @@ class Lease extends EventEmitter {
   // text without values, one statement or several), COMMIT and the
   // release.  { token, results } (the job's results), or null when the
   // name stayed held for timeoutMs; a job that fails releases the lease in
-  // a second round trip and throws its error.  No renewal runs: the job
-  // must end within the ttl.
+  // a second round trip and throws its error, or a LeaseLostError (the
+  // error as its cause) when it came past the ttl.  No renewal runs: the
+  // job must end within the ttl.
   static async runOnce(pool, name, { ttlMs = 30000, timeoutMs = 0, holder } = {}, sql) {
     if (!isPool(pool)) throw new TypeError('Lease.runOnce() needs a pg Pool');
     if (typeof name !== 'string') throw new TypeError('the lease name must be a string');
@@ -498,14 +502,21 @@ class Lease extends EventEmitter {
     client.on('error', absorb);
     try {
       let results;
+      const sent = performance.now();
       try {
         results = await client.query(text);
       } catch (err) {
+        const late = performance.now() >= sent + ttl;
         await client.query('ROLLBACK').catch(() => {});
         const { rows } = await client.query(SQL.onceCleanup(name, who)).catch(() => ({ rows: [null] }));
         if (rows.length === 0 && err.code === 'FN004') return null;
         if (idledOut(err, heard)) throw idleLost(name, ttl, err, 'job');
-        throw translate(err) || err;
+        const mapped = translate(err) || err;
+        if (late && !(mapped instanceof LeaseLostError)) {
+          throw new LeaseLostError(`fencing lease "${name}": the job ran past the lease's ttl of ${ttl} ms`,
+            { cause: err });
+        }
+        throw mapped;
       }
       return { token: BigInt(results[1].rows[0].token), results: results.slice(3, results.length - 2) };
     } finally {
@@ -661,7 +672,8 @@ class Lease extends EventEmitter {
   // Free the lease.  LeaseLostError when the server no longer held it with
   // this token (it expired or was broken: work after that may have been
   // fenced out).  A release that did not get through (no client, a lost
-  // connection) leaves the lease to be released again.  Under atLeastMs, a
+  // connection) leaves the lease to be released again; meanwhile nothing
+  // renews it, and its deadline loses it as ever.  Under atLeastMs, a
   // release before that long after the acquisition renews the lease for
   // what is left of it instead, and the name stays taken until it lapses.
   async release() {
@@ -680,7 +692,10 @@ class Lease extends EventEmitter {
         ({ rows: [{ released }] } = await poolQuery(this.pool, SQL.release(this.name, this._token)));
       }
     } catch (err) {
+      // it did not get through: the lease is still this handle's, renewed
+      // no more, and its deadline still loses it
       this._released = false;
+      if (!this.lost) this._armWatchdog();
       throw err;
     }
     if (!released) {

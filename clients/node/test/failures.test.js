@@ -39,6 +39,41 @@ test('a release that did not get through keeps the lease for another try', async
   }
 });
 
+test('a lease whose release did not get through is lost at its deadline', { timeout: 30000 }, async () => {
+  // the handle keeps the lease, and nothing renews it any more: its
+  // deadline still loses it, the listeners before the signal
+  const p = pool({ max: 1, connectionTimeoutMillis: 300 });
+  const name = unique('release-failed-lapse');
+  try {
+    const lease = await Lease.acquire(p, name, { ttlMs: 2000 });
+    const told = [];
+    lease.on('lost', () => told.push(lease.signal.aborted));
+    const busy = await p.connect(); // the pool's one client: the release finds none
+    try {
+      await assert.rejects(lease.release(), /timeout/i);
+    } finally {
+      busy.release();
+    }
+    assert.equal(lease.lost, false);
+    const aborted = new Promise((resolve) => lease.signal.addEventListener('abort', resolve, { once: true }));
+    let timer;
+    const late = new Promise((resolve) => { timer = setTimeout(resolve, 10000, 'late'); });
+    const first = await Promise.race([aborted, late]);
+    clearTimeout(timer);
+    assert.notEqual(first, 'late', 'the lease was not lost at its deadline');
+    assert.deepEqual(told, [false]);
+    assert.ok(lease.signal.reason instanceof LeaseLostError);
+    const client = await p.connect();
+    try {
+      await assert.rejects(lease.transaction(client, async () => {}), LeaseLostError);
+    } finally {
+      client.release();
+    }
+  } finally {
+    await p.end();
+  }
+});
+
 async function batchTest(fn) {
   const table = await ledger();
   const p = pool();

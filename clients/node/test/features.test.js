@@ -87,6 +87,29 @@ test('an abort that comes after the grant releases it', async () => {
   }
 });
 
+test('an abort while the acquire waits for a client of the pool stops it', { timeout: 30000 }, async () => {
+  // the pool's one client is busy: the acquire waits for it, and the
+  // abort comes before anything is sent
+  const p = pool({ max: 1 });
+  const name = unique('abort-pool');
+  const busy = await p.connect();
+  const controller = new AbortController();
+  const acquiring = Lease.acquire(p, name, { timeoutMs: null, signal: controller.signal });
+  acquiring.catch(() => {});
+  try {
+    await until(async () => p.waitingCount === 1, 10000, 'the acquire waiting for the pool');
+    controller.abort();
+    busy.release();
+    const outcome = await acquiring.then((lease) => lease, (err) => err);
+    if (outcome instanceof Lease) await outcome.release();
+    assert.ok(!(outcome instanceof Lease), 'an aborted acquire returned a lease');
+    assert.equal(outcome.name, 'AbortError');
+    assert.equal(await heldBy(name), null);
+  } finally {
+    await p.end();
+  }
+});
+
 test('locked() says whether anybody holds the name', async () => {
   const p = pool();
   const name = unique('locked');
@@ -231,6 +254,26 @@ test('Lease.runOnce is null when the name is held and releases after a failed jo
     await holder.release();
     await assert.rejects(Lease.runOnce(p, name, {}, `UPDATE ${table} SET amount = 6 WHERE id = 1; SELECT 1/0`),
       (err) => err.code === '22012');
+    assert.equal(await heldBy(name), null);
+    const { rows } = await admin((c) => c.query(`SELECT amount FROM ${table} WHERE id = 1`));
+    assert.equal(rows[0].amount, 0);
+  } finally {
+    await p.end();
+  }
+});
+
+test('a Lease.runOnce job that fails past its ttl is LeaseLostError', { timeout: 30000 }, async () => {
+  // the job is busy, not idle, past the ttl: the server lets the lease
+  // lapse meanwhile, and the job's error comes after the deadline
+  const table = await ledger();
+  const p = pool();
+  const name = unique('once-late');
+  try {
+    const failed = await Lease.runOnce(p, name, { ttlMs: 1000 },
+      `UPDATE ${table} SET amount = 8 WHERE id = 1; SELECT pg_sleep(2); SELECT 1/0`).catch((err) => err);
+    assert.ok(failed instanceof LeaseLostError, `${failed}`);
+    assert.match(failed.message, /ttl/);
+    assert.equal(failed.cause.code, '22012', 'the cause is the error of the job');
     assert.equal(await heldBy(name), null);
     const { rows } = await admin((c) => c.query(`SELECT amount FROM ${table} WHERE id = 1`));
     assert.equal(rows[0].amount, 0);

@@ -22,6 +22,14 @@ def held(admin, name):
     return admin.execute("SELECT count(*) FROM fencing.leases WHERE name = %s", (name,)).fetchone()[0]
 
 
+def end_sessions(admin, app):
+    """Terminate the sessions of application_name app (the lease's own
+    connection), and wait until they are gone."""
+    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (app,))
+    wait_for(lambda: admin.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
+                                   (app,)).fetchone()[0], 10, "the lease's connection ended")
+
+
 def test_a_failed_body_on_the_lease_connection_comes_out_as_it_was(admin):
     name = unique("failed-body")
     with psycopg.connect(conninfo()) as conn:
@@ -58,9 +66,7 @@ def test_a_release_that_did_not_get_through_keeps_the_token(admin):
     lease = pgfencing.Lease(conninfo(application_name=app), name, ttl=600, renew=False)
     assert lease.acquire(blocking=False)
     token = lease.token
-    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (app,))
-    wait_for(lambda: admin.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
-                                   (app,)).fetchone()[0], 10, "the lease's connection ended")
+    end_sessions(admin, app)
     with pytest.raises(psycopg.OperationalError):
         lease.release()
     assert lease.token == token
@@ -78,10 +84,7 @@ def test_async_a_release_that_did_not_get_through_keeps_the_token(admin):
         lease = pgfencing.aio.Lease(conninfo(application_name=app), name, ttl=600, renew=False)
         assert await lease.acquire(blocking=False)
         token = lease.token
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                      (app,))
-        wait_for(lambda: admin.execute("SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
-                                       (app,)).fetchone()[0], 10, "the lease's connection ended")
+        end_sessions(admin, app)
         with pytest.raises(psycopg.OperationalError):
             await lease.release()
         assert lease.token == token
@@ -91,6 +94,46 @@ def test_async_a_release_that_did_not_get_through_keeps_the_token(admin):
 
     asyncio.run(main())
     assert held(admin, name) == 0
+
+
+def test_a_lease_whose_release_did_not_get_through_is_lost_at_its_deadline(admin):
+    # the handle keeps the token, and nothing renews it any more: its
+    # deadline still loses it, with the callbacks before the event
+    name = unique("release-failed-lapse")
+    app = unique("releaser-lapse")
+    told = []
+    lease = pgfencing.Lease(conninfo(application_name=app), name, ttl=2,
+                            on_lost=lambda l: told.append(l.lost.is_set()))
+    assert lease.acquire(blocking=False)
+    end_sessions(admin, app)
+    with pytest.raises(psycopg.OperationalError):
+        lease.release()
+    assert not lease.lost.is_set()
+    assert lease.lost.wait(timeout=10), "the lease was not lost at its deadline"
+    assert told == [True]
+    with psycopg.connect(conninfo()) as conn:
+        with pytest.raises(pgfencing.LeaseLost):
+            with lease.transaction(conn):
+                pass
+
+
+def test_async_a_lease_whose_release_did_not_get_through_is_lost_at_its_deadline(admin):
+    name = unique("release-failed-lapse-aio")
+    app = unique("releaser-lapse-aio")
+    told = []
+
+    async def main():
+        lease = pgfencing.aio.Lease(conninfo(application_name=app), name, ttl=2,
+                                    on_lost=lambda l: told.append(l.lost.is_set()))
+        assert await lease.acquire(blocking=False)
+        end_sessions(admin, app)
+        with pytest.raises(psycopg.OperationalError):
+            await lease.release()
+        assert not lease.lost.is_set()
+        await asyncio.wait_for(lease.lost.wait(), 10)
+        assert told == [True]
+
+    asyncio.run(main())
 
 
 def test_a_batch_whose_block_caught_its_failure_is_not_a_success(ledger, admin):

@@ -116,6 +116,41 @@ def test_a_cancel_that_comes_after_the_grant_releases_it(admin, monkeypatch):
     lease.release()
 
 
+def test_a_cancel_that_comes_before_the_statement_reached_the_server_stops_it(admin, monkeypatch):
+    """cancel() comes while the acquisition's statement is still on its
+    way: a cancel request that reaches the session before it is ignored
+    there, and the statement then waits in the server all the same.  The
+    acquire must still end, holding nothing."""
+    name = unique("cancel-early")
+    real_one = pgfencing.lease._one
+    reached = threading.Event()
+    gate = threading.Event()
+
+    def on_its_way(conn, query):
+        if "acquire_lease" in query:
+            reached.set()
+            gate.wait(30)
+        return real_one(conn, query)
+
+    with pgfencing.Lease(conninfo(), name):
+        monkeypatch.setattr(pgfencing.lease, "_one", on_its_way)
+        waiter = pgfencing.Lease(conninfo(), name, timeout=None)
+        thread, out = in_thread(waiter.acquire)
+        assert reached.wait(10)
+        waiter.cancel()
+        gate.set()
+        thread.join(10)
+        if thread.is_alive():
+            admin.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                          " WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%acquire_lease('{name}'%",))
+            thread.join(10)
+            pytest.fail("a cancel that came before the statement reached the server did not stop the acquire")
+        assert len(out) == 1 and isinstance(out[0][1], pgfencing.Cancelled), out
+        assert waiting_acquires(admin, name) == 0
+        assert waiter.token is None
+    assert held_by(admin, name) is None
+
+
 def test_cancelling_the_task_of_an_async_acquire(admin):
     name = unique("cancel-aio")
 
@@ -138,6 +173,46 @@ def test_cancelling_the_task_of_an_async_acquire(admin):
             await waiter.release()
 
     asyncio.run(main())
+    assert held_by(admin, name) is None
+
+
+def test_cancelling_an_async_acquire_before_its_statement_reached_the_server(admin, monkeypatch):
+    """The task is cancelled while the acquisition's statement is still on
+    its way: a cancel request that reaches the session before it is
+    ignored there, and the statement then waits in the server all the
+    same.  The acquire must still end, holding nothing."""
+    name = unique("cancel-aio-early")
+    real_one = pgfencing.aio._one
+
+    async def main():
+        reached = asyncio.Event()
+        gate = asyncio.Event()
+
+        async def on_its_way(conn, query):
+            if "acquire_lease" in query:
+                reached.set()
+                await gate.wait()
+            return await real_one(conn, query)
+
+        monkeypatch.setattr(pgfencing.aio, "_one", on_its_way)
+        async with AsyncConnectionPool(conninfo(), min_size=1, max_size=2) as pool:
+            waiter = pgfencing.aio.Lease(pool, name, timeout=None)
+            task = asyncio.ensure_future(waiter.acquire())
+            await asyncio.wait_for(reached.wait(), 10)
+            task.cancel()
+            await asyncio.sleep(0.5)
+            gate.set()
+            try:
+                with pytest.raises(asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(task), 10)
+            finally:
+                admin.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity"
+                              " WHERE pid <> pg_backend_pid() AND query LIKE %s", (f"%acquire_lease('{name}'%",))
+            assert waiting_acquires(admin, name) == 0
+            assert waiter.token is None
+
+    with pgfencing.Lease(conninfo(), name):
+        asyncio.run(main())
     assert held_by(admin, name) is None
 
 

@@ -469,6 +469,11 @@ DEFAULT = object()
 # The shortest renewal the server takes (a ttl of 1 ms).
 SHORTEST = 0.001
 
+# How soon a cancel request is sent again while the acquire it cancels
+# still runs: one that reaches the session before the statement does is
+# ignored there, and the statement then waits for the name.
+CANCEL_AGAIN = 0.1
+
 
 class LostFlag:
     """What ``lease.lost`` adds to its event (threading's or asyncio's):

@@ -203,16 +203,18 @@ class Lease(_core.LeaseBase):
 
     async def _acquire_once(self, query: str) -> Optional[int]:
         """One acquire_lease call.  When the task is cancelled while it
-        waits, the server's wait is cancelled too, and a grant that came
-        first is released, before CancelledError goes on."""
+        waits, the server's wait is cancelled too (the cancel request sent
+        again while the statement runs), and a grant that came first is
+        released, before CancelledError goes on."""
         async with self._connections.connection() as conn:
             call = asyncio.ensure_future(_one(conn, query))
             try:
                 with translated():
                     return await asyncio.shield(call)
             except asyncio.CancelledError:
-                if not call.done():
+                while not call.done():
                     conn.cancel()  # returns once the server has been told
+                    await asyncio.wait({call}, timeout=_core.CANCEL_AGAIN)  # _core says why
                 try:
                     token = await call
                 except psycopg.Error:
@@ -237,6 +239,9 @@ class Lease(_core.LeaseBase):
                     released = await self._connections.call(_core.release_sql(self.name, token), release=True)
         except LeaseLost:
             released = False
+        except BaseException:
+            self._arm_watchdog()  # as the blocking Lease.release() says
+            raise
         finally:
             await self._connections.close()
         self._state.token = None

@@ -195,6 +195,7 @@ class Lease(_core.LeaseBase):
         self._acquiring = False
         self._cancel_requested = False
         self._waiting_on: Optional[psycopg.Connection[Any]] = None
+        self._attempt = 0  # counts the statements _waiting_on has waited on
 
     # --- acquire and release ------------------------------------------------
 
@@ -254,6 +255,7 @@ class Lease(_core.LeaseBase):
                 if self._cancel_requested:
                     raise self._cancelled()
                 self._waiting_on = conn
+                self._attempt += 1
             try:
                 token = _one(conn, query)
             except psycopg.Error as exc:
@@ -285,9 +287,23 @@ class Lease(_core.LeaseBase):
             if not self._acquiring:
                 return
             self._cancel_requested = True
-            if self._waiting_on is not None:
-                # returns once the server has been told; the acquire's
-                # thread takes this mutex before it sends anything else
+            if self._waiting_on is None:
+                return
+            attempt = self._attempt
+            # returns once the server has been told; the acquire's thread
+            # takes this mutex before it sends anything else
+            self._waiting_on.cancel()
+        threading.Thread(target=self._cancel_again, args=(attempt,), daemon=True,
+                         name=f"pgfencing cancel of {self.name}").start()
+
+    def _cancel_again(self, attempt: int) -> None:
+        """Send the cancel request again every CANCEL_AGAIN while the
+        statement it cancels runs (_core.CANCEL_AGAIN says why)."""
+        while True:
+            time.sleep(_core.CANCEL_AGAIN)
+            with self._cancel_mutex:
+                if self._waiting_on is None or self._attempt != attempt:
+                    return
                 self._waiting_on.cancel()
 
     def release(self) -> None:
@@ -295,7 +311,8 @@ class Lease(_core.LeaseBase):
         with this token (it expired or was broken: work after that may have
         been fenced out), as redis-py raises LockNotOwnedError.  A release
         that did not get through (a lost connection) keeps the token: call
-        release() again.  Under at_least, a release before that long after
+        release() again; meanwhile nothing renews it, and its deadline
+        loses it as ever.  Under at_least, a release before that long after
         the acquisition renews the lease for what is left of it instead,
         and the name stays taken until it lapses."""
         token = self._state.token
@@ -312,6 +329,11 @@ class Lease(_core.LeaseBase):
                     released = self._connections.call(_core.release_sql(self.name, token), release=True)
         except LeaseLost:
             released = False
+        except BaseException:
+            # it did not get through: the lease is still this handle's,
+            # renewed no more, and its deadline still loses it
+            self._arm_watchdog()
+            raise
         finally:
             self._connections.close()
         self._state.token = None

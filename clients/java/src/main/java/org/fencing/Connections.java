@@ -4,6 +4,7 @@ package org.fencing;
 
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.util.Set;
 import java.util.concurrent.Executor;
 import javax.sql.DataSource;
@@ -58,6 +59,19 @@ final class Connections {
             conn.abort(AT_ONCE);
         } catch (SQLException | RuntimeException ignored) {
             // already closed
+        }
+    }
+
+    /**
+     * Ask the server to cancel what conn runs now (a cancel request, on a
+     * connection of its own), whatever PgJDBC thinks statement does; a
+     * connection that is not PgJDBC's cancels the statement its own way.
+     */
+    static void cancel(Connection conn, Statement statement) throws SQLException {
+        if (conn.isWrapperFor(BaseConnection.class)) {
+            conn.unwrap(BaseConnection.class).cancelQuery();
+        } else {
+            statement.cancel();
         }
     }
 

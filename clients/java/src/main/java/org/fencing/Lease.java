@@ -75,7 +75,8 @@ public final class Lease implements AutoCloseable {
     private volatile Thread losing;
     private boolean told; // the loss took its list of listeners; guarded by listeners
 
-    private volatile boolean stopped;
+    private volatile boolean stopped; // no more renewals
+    private volatile boolean unwatched; // no more watchdog
     private volatile boolean released;
     private volatile boolean suspended;
     private volatile Instant expiresAt;
@@ -577,7 +578,7 @@ public final class Lease implements AutoCloseable {
      * if the renewal hangs (a network that swallows packets).
      */
     private synchronized void armWatchdog() {
-        if (stopped) {
+        if (unwatched) {
             return;
         }
         if (watchdog != null) {
@@ -593,7 +594,7 @@ public final class Lease implements AutoCloseable {
 
     /** The watchdog ran. A timer may run a little before its time: it is then set again for what is left. */
     private void deadlinePassed() {
-        if (stopped || isLost()) {
+        if (unwatched || isLost()) {
             return;
         }
         if (renewals.overdue()) {
@@ -605,6 +606,7 @@ public final class Lease implements AutoCloseable {
 
     private synchronized void stopTimers() {
         stopped = true;
+        unwatched = true;
         if (renewalTask != null) {
             renewalTask.cancel(false);
         }
@@ -620,10 +622,23 @@ public final class Lease implements AutoCloseable {
             return;
         }
         stopped = false;
+        unwatched = false;
         armWatchdog();
         if (renewsInBackground) {
             scheduleRenewal(renewEvery);
         }
+    }
+
+    /**
+     * After a release that did not get through: the lease is still this
+     * handle's, renewed no more, and its deadline still loses it.
+     */
+    private synchronized void watchAgain() {
+        if (isLost() || released) {
+            return;
+        }
+        unwatched = false;
+        armWatchdog();
     }
 
     /** One statement on the lease's own connection (opened again from the data source when it broke). */
@@ -689,7 +704,8 @@ public final class Lease implements AutoCloseable {
      * and the lease was not known to be lost (it lapsed or was broken: work
      * after that may have been fenced out); the loss runs first. A release
      * that did not get through (a broken connection) keeps the lease
-     * releasable: close it again.
+     * releasable: close it again; meanwhile nothing renews it, and its
+     * deadline loses it as ever.
      */
     @Override
     public void close() throws SQLException {
@@ -706,6 +722,7 @@ public final class Lease implements AutoCloseable {
             try {
                 freed = call(Sql.release(name, token), Sql.BOOLEAN);
             } catch (SQLException e) {
+                watchAgain();
                 throw FencingException.translate(e);
             }
             finish();

@@ -18,6 +18,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import javax.sql.DataSource;
 
 /**
@@ -39,6 +41,9 @@ import javax.sql.DataSource;
 public final class Leases {
     private Leases() {
     }
+
+    /** How soon a waiting acquisition that an interrupt cancelled is cancelled again while it runs on. */
+    private static final Duration CANCEL_AGAIN = Duration.ofMillis(100);
 
     /** The threads a waiting acquisition runs its statement on, so that the caller's wait can be interrupted. */
     private static final ExecutorService WAITERS = Executors.newCachedThreadPool(task -> {
@@ -124,9 +129,8 @@ public final class Leases {
     /**
      * Run a waiting acquire_lease on another thread while this one waits for
      * it, interruptibly. An interrupt cancels the statement in the server
-     * (a cancel request, which the server has acted on when it returns: a
-     * statement still waiting ends with 57014, an idle session ignores
-     * it); a token granted before the cancel came is released again.
+     * (cancelled()); a token granted before the cancel came is released
+     * again.
      */
     private static Long waitFor(Connection conn, String sql, String name) throws SQLException {
         try (Statement statement = conn.createStatement()) {
@@ -134,10 +138,9 @@ public final class Leases {
             try {
                 return result.get();
             } catch (InterruptedException interrupted) {
-                statement.cancel();
                 Long granted = null;
                 try {
-                    granted = uninterruptibly(result);
+                    granted = cancelled(conn, statement, result);
                 } catch (ExecutionException ignored) {
                     // cancelled in the server: nothing held
                 }
@@ -160,12 +163,29 @@ public final class Leases {
         }
     }
 
-    private static <T> T uninterruptibly(Future<T> future) throws ExecutionException {
+    /**
+     * Cancel the statement of result in the server and return what it
+     * returned, uninterruptibly. A cancel request has been acted on when
+     * it returns: a statement still waiting ends with 57014, and a session
+     * that is idle ignores it, also one whose statement has not reached it
+     * yet (an interrupt that came before the statement was sent, when
+     * PgJDBC's Statement.cancel() sends nothing at all). So a cancel is sent
+     * again every CANCEL_AGAIN until the statement has ended.
+     */
+    private static Long cancelled(Connection conn, Statement statement, Future<Long> result)
+            throws ExecutionException {
         boolean interrupted = false;
         try {
             while (true) {
                 try {
-                    return future.get();
+                    Connections.cancel(conn, statement);
+                } catch (SQLException e) {
+                    // no cancel got through this time: it is sent again
+                }
+                try {
+                    return result.get(CANCEL_AGAIN.toNanos(), TimeUnit.NANOSECONDS);
+                } catch (TimeoutException e) {
+                    // still running: the cancel came before its statement
                 } catch (InterruptedException e) {
                     interrupted = true;
                 }

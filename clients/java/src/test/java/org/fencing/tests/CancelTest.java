@@ -10,6 +10,7 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.fencing.AcquireInterruptedException;
 import org.fencing.Lease;
 import org.fencing.LeaseOptions;
@@ -58,6 +59,38 @@ class CancelTest {
         }
         try (Lease next = Leases.acquire(source, name, Duration.ofSeconds(5))) {
             assertTrue(next.token() > 0, "the name is free after the holder's release");
+        }
+    }
+
+    @Test
+    void anInterruptThatCameBeforeTheWaitWasSentCancelsIt() throws Exception {
+        // the thread is interrupted already: the statement may not have
+        // reached the server when the client cancels it
+        String name = Db.unique("cancel-early");
+        String app = Db.unique("early");
+        try (Lease held = Leases.acquire(Db.source(), name, Duration.ofSeconds(60))) {
+            CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+            Thread waiter = new Thread(() -> {
+                Thread.currentThread().interrupt();
+                try {
+                    Leases.acquire(Db.named(app), name, Duration.ofSeconds(60), LeaseOptions.defaults().waitForever())
+                            .close();
+                    outcome.complete(null);
+                } catch (Throwable e) {
+                    outcome.complete(e);
+                }
+            });
+            waiter.start();
+            Throwable thrown;
+            try {
+                thrown = outcome.get(10, TimeUnit.SECONDS);
+            } catch (TimeoutException e) {
+                Db.exec("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '" + app + "'");
+                throw new AssertionError("an acquisition interrupted before its wait was sent waits on", e);
+            }
+            assertTrue(thrown instanceof AcquireInterruptedException, String.valueOf(thrown));
+            assertEquals(0, waiters(app), "the server still waits");
+            assertEquals(held.token(), Db.leaseToken(name));
         }
     }
 

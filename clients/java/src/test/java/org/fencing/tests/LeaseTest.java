@@ -18,9 +18,11 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.fencing.BusyException;
 import org.fencing.FencingException;
 import org.fencing.Lease;
+import org.fencing.LeaseListener;
 import org.fencing.LeaseLostException;
 import org.fencing.LeaseOptions;
 import org.fencing.Leases;
@@ -183,6 +185,26 @@ class LeaseTest {
         assertTrue(lease.isLost());
         assertFalse(lease.owned());
         lease.close(); // known lost: closing says nothing more
+    }
+
+    @Test
+    void aLeaseWhoseCloseDidNotGetThroughIsLostAtItsDeadline() throws Exception {
+        // the handle keeps the lease, and nothing renews it any more: its
+        // deadline still loses it, with the listeners before the signal
+        String name = Db.unique("close-failed");
+        String app = Db.unique("closer");
+        AtomicBoolean listened = new AtomicBoolean();
+        Lease lease = Leases.acquire(Db.named(app), name, Duration.ofSeconds(2),
+                LeaseOptions.defaults().listener(LeaseListener.onLost(reason -> listened.set(true))));
+        Db.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '" + app + "'");
+        Db.waitFor(Db.sql(() -> ((Number) Db.value("SELECT count(*) FROM pg_stat_activity WHERE application_name = ?",
+                app)).intValue() == 0), Duration.ofSeconds(10), "the lease's connection ended");
+        assertThrows(SQLException.class, lease::close);
+        assertFalse(lease.isLost());
+        assertTrue(lease.awaitLoss(Duration.ofSeconds(10)), "the lease was not lost at its deadline");
+        assertTrue(listened.get(), "the listeners did not run");
+        assertThrows(LeaseLostException.class, () -> lease.transaction(Db.source(), conn -> null));
+        lease.close();
     }
 
     @Test
